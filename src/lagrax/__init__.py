@@ -1,0 +1,28 @@
+"""lagrax: differentiable simulation of constrained mechanical systems in JAX."""
+
+import importlib.metadata
+
+from . import systems as systems
+from ._dynamics import accelerations as accelerations
+from ._initial import consistent_state as consistent_state
+from ._mechanics import Mechanics as Mechanics, energy as energy, mechanics as mechanics
+from ._results import RESULTS as RESULTS
+from ._saddle import (
+    AbstractSaddleSolver as AbstractSaddleSolver,
+    DenseLU as DenseLU,
+    LeastSquares as LeastSquares,
+    SaddleSolution as SaddleSolution,
+    SchurCholesky as SchurCholesky,
+)
+from ._simulate import simulate as simulate
+from ._stabilization import (
+    AbstractStabilization as AbstractStabilization,
+    Baumgarte as Baumgarte,
+    NoStabilization as NoStabilization,
+    Projection as Projection,
+)
+from ._system import System as System
+from ._trajectory import Trajectory as Trajectory
+
+
+__version__ = importlib.metadata.version("lagrax")

@@ -1,0 +1,168 @@
+"""`consistent_state`: initial (q, qd) that satisfy the constraints."""
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
+
+from ._custom_types import Params, RealScalarLike
+from ._inputs import coerce_params, coerce_state
+from ._mechanics import constraint_jacobian, constraint_value
+from ._system import System
+
+
+_STEPS = 2.0 ** -jnp.arange(8)  # backtracking line search: 1, 1/2, ..., 1/128
+
+
+def _free_mask(name: str, fixed, n: int) -> np.ndarray:
+    """Boolean mask of the coordinates consistent_state may change."""
+    free = np.ones(n, dtype=bool)
+    if fixed is None:
+        return free
+    fixed = np.asarray(fixed)
+    if fixed.dtype == bool:
+        if fixed.shape != (n,):
+            raise ValueError(
+                f"consistent_state: boolean {name} must have shape ({n},), got "
+                f"{fixed.shape}."
+            )
+        return ~fixed
+    if fixed.ndim > 1 or not np.issubdtype(fixed.dtype, np.integer):
+        raise ValueError(
+            f"consistent_state: {name} must be indices of coordinates or a boolean "
+            f"mask of length {n}, got {fixed!r}."
+        )
+    fixed = fixed.reshape(-1)
+    if np.any((fixed < -n) | (fixed >= n)):
+        raise ValueError(
+            f"consistent_state: {name} = {fixed.tolist()} has an index out of range "
+            f"for {n} coordinates."
+        )
+    free[fixed] = False
+    return free
+
+
+def consistent_state(
+    system: System,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    params: Params,
+    t: RealScalarLike = 0.0,
+    fixed_q: Sequence[int] | Int[ArrayLike, " k"] | Bool[ArrayLike, " n"] | None = None,
+    fixed_qd: Sequence[int]
+    | Int[ArrayLike, " k"]
+    | Bool[ArrayLike, " n"]
+    | None = None,
+    *,
+    tol: float | None = None,
+    max_iterations: int = 50,
+    throw: bool = True,
+) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+    """Make (q, qd) consistent with the constraints, keeping fixed coordinates.
+
+    Positions: Gauss-Newton iterations on phi(t, q) = 0 that change only the free
+    coordinates, each step the minimal-norm correction dq = -pinv(J_free) phi,
+    with a backtracking line search on |phi| so that rough guesses converge.
+    Velocities: the minimal-norm change of the free velocities that satisfies
+    J qd + phi_t = 0 (one linear least-squares step at the new positions).
+
+    As in a textbook: fix x1 and theta2 of a slider-pendulum, and the constraints
+    give the others.
+
+    **Arguments:**
+
+    - `system`: the [`lagrax.System`][].
+    - `q`, `qd`: the guesses (n,).
+    - `params`: the parameters.
+    - `t`: the time at which the constraints must hold.
+    - `fixed_q`, `fixed_qd`: indices (or a boolean mask of length n) of the
+        coordinates and velocities to keep as given.
+    - `tol`: largest acceptable |phi| and |J qd + phi_t| (the velocity residual
+        relative to max(1, |qd|)). Default eps^(2/3) of the dtype (4e-11 in
+        float64).
+    - `max_iterations`: Gauss-Newton iterations at most.
+    - `throw`: raise if no consistent state was found within `tol`.
+
+    **Returns:**
+
+    `(q, qd)`, consistent to round-off when the iteration converges.
+
+    **Raises:**
+
+    `ValueError` with the residuals reached, when the constraints cannot be
+    satisfied by changing the free coordinates (under `jax.jit`, a runtime error).
+    """
+    q, qd = coerce_state(q, qd)
+    params = coerce_params(params)
+    n = q.shape[0]
+    free_q = _free_mask("fixed_q", fixed_q, n)
+    free_qd = _free_mask("fixed_qd", fixed_qd, n)
+    if tol is None:
+        tol = float(jnp.finfo(q.dtype).eps) ** (2 / 3)
+    q, qd, res_q, res_qd = _consistent_state(
+        system, q, qd, params, jnp.asarray(t, q.dtype), free_q, free_qd, max_iterations
+    )
+    failed = (res_q > tol) | (res_qd > tol)
+    if not throw:
+        return q, qd
+    if isinstance(failed, jax.core.Tracer):
+        q = eqx.error_if(q, failed, _failure_message())
+        return q, qd
+    if bool(failed):
+        raise ValueError(
+            _failure_message()
+            + f" Reached max |phi| = {float(res_q):.3e}, max |J qd + phi_t| = "
+            f"{float(res_qd):.3e} (tol {tol:.1e}); free coordinates "
+            f"{np.flatnonzero(free_q).tolist()}, free velocities "
+            f"{np.flatnonzero(free_qd).tolist()}."
+        )
+    return q, qd
+
+
+def _failure_message() -> str:
+    return (
+        "consistent_state did not converge: the constraints cannot be satisfied by "
+        "changing only the free coordinates from this guess. Check that the fixed "
+        "coordinates admit a solution, give a closer guess, or raise max_iterations."
+    )
+
+
+@eqx.filter_jit
+def _consistent_state(system, q, qd, params, t, free_q, free_qd, max_iterations):
+    dtype = q.dtype
+    eps = jnp.finfo(dtype).eps
+    free_q = jnp.asarray(free_q, dtype)
+    free_qd = jnp.asarray(free_qd, dtype)
+
+    def residual(q_):
+        return jnp.linalg.norm(constraint_value(system, t, q_, params))
+
+    def cond(carry):
+        q_, it, res, step = carry
+        return (it < max_iterations) & (res > 0) & (step > 4 * eps * (1 + _inf(q_)))
+
+    def body(carry):
+        q_, it, res, _ = carry
+        phi, jac, _ = constraint_jacobian(system, t, q_, params)
+        dq = -free_q * jnp.linalg.lstsq(jac * free_q, phi)[0]
+        steps = _STEPS.astype(dtype)
+        trial = jax.vmap(lambda a: residual(q_ + a * dq))(steps)
+        better = trial < res
+        first = jnp.argmax(better)  # the longest step that reduces |phi|
+        a = jnp.where(better[first], steps[first], 0)
+        res = jnp.where(better[first], trial[first], res)
+        return q_ + a * dq, it + 1, res, a * _inf(dq)
+
+    inf = jnp.asarray(jnp.inf, dtype)
+    q, _, _, _ = jax.lax.while_loop(cond, body, (q, 0, residual(q), inf))
+    phi, jac, phi_t = constraint_jacobian(system, t, q, params)
+    qd = qd - free_qd * jnp.linalg.lstsq(jac * free_qd, jac @ qd + phi_t)[0]
+    res_qd = _inf(jac @ qd + phi_t) / jnp.maximum(1, _inf(qd))
+    return q, qd, _inf(phi), res_qd
+
+
+def _inf(x: Array) -> Array:
+    return jnp.max(jnp.abs(x), initial=0)

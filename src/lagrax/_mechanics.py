@@ -1,0 +1,164 @@
+"""Every term of the equations of motion, derived from the user's functions.
+
+This is the only module that differentiates the user's functions. With
+p(t, q, qd) = dL/dqd, the Euler-Lagrange equations read
+
+    M qdd = dL/dq - (dp/dq) qd - dp/dt + Q + J^T lam = f + J^T lam,
+
+so M (columns dp/dqd_i) and the bias (dp/dq) qd + dp/dt are all tangents of the
+one function (t, q, qd) -> (dL/dq, p): a single batched jvp of the gradient gives
+them together, never a dense third-order tensor. The constraint terms follow from
+nested jvps of phi along the path direction (1, qd):
+
+    phi_dot = J qd + phi_t,
+    gamma   = d2/dt2 phi(t, q(t)) at qdd = 0 = (J qd)_q qd + 2 phi_tq qd + phi_tt,
+
+so explicitly time-dependent (rheonomic) constraints need no extra code.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._custom_types import Params
+from ._system import System, function_name
+
+
+class Mechanics(eqx.Module):
+    """The terms of the acceleration-level saddle-point problem at one state.
+
+    `M qdd - J^T lam = force` and `J qdd = -gamma + (stabilization)`.
+    """
+
+    mass: Float[Array, "n n"]
+    force: Float[Array, " n"]
+    jac: Float[Array, "m n"]
+    phi: Float[Array, " m"]
+    phi_dot: Float[Array, " m"]
+    gamma: Float[Array, " m"]
+
+
+def lagrangian_value(system: System, t, q, qd, params: Params) -> Array:
+    """L(t, q, qd, params), checked to be a scalar."""
+    value = jnp.asarray(system.lagrangian(t, q, qd, params))
+    if value.shape != ():
+        raise ValueError(
+            f"System.lagrangian ({function_name(system.lagrangian)}) must return a "
+            f"scalar, but returned shape {value.shape} for q of shape {q.shape}. "
+            "Sum the energies into one number, e.g. `return T - V` with "
+            "`T = 0.5 * qd @ M @ qd`."
+        )
+    return value
+
+
+def constraint_value(system: System, t, q, params: Params) -> Float[Array, " m"]:
+    """phi(t, q, params), checked to be 1-D (empty for an unconstrained system)."""
+    if system.constraints is None:
+        return jnp.zeros((0,), q.dtype)
+    value = jnp.asarray(system.constraints(t, q, params))
+    if value.ndim != 1:
+        raise ValueError(
+            f"System.constraints ({function_name(system.constraints)}) must return a "
+            f"1-D array of shape (m,), but returned shape {value.shape}. "
+            "Return `jnp.stack([phi1, phi2, ...])`, or `jnp.atleast_1d(phi)` for a "
+            "single constraint."
+        )
+    return value
+
+
+def force_value(system: System, t, q, qd, params: Params) -> Float[Array, " n"]:
+    """The generalized non-conservative forces Q(t, q, qd, params), shape (n,)."""
+    if system.forces is None:
+        return jnp.zeros_like(q)
+    value = jnp.asarray(system.forces(t, q, qd, params))
+    if value.shape != q.shape:
+        raise ValueError(
+            f"System.forces ({function_name(system.forces)}) must return an array of "
+            f"the shape of q, {q.shape}, but returned shape {value.shape}. Give one "
+            "generalized force per coordinate (zeros where none acts)."
+        )
+    return value
+
+
+def num_constraints(system: System, t, q, params: Params) -> int:
+    """m, the number of constraints, found from shapes alone (no computation)."""
+    return jax.eval_shape(lambda q_: constraint_value(system, t, q_, params), q).shape[
+        0
+    ]
+
+
+def _as_time(t, q: Array) -> Array:
+    return jnp.asarray(t, dtype=q.dtype)
+
+
+def mechanics(system: System, t, q, qd, params: Params) -> Mechanics:
+    """Evaluate M, f, J, phi, phi_dot and gamma at (t, q, qd) by autodiff."""
+    t = _as_time(t, q)
+    n = q.shape[0]
+
+    def grads(t_, q_, qd_):
+        return jax.grad(
+            lambda a, b: lagrangian_value(system, t_, a, b, params), argnums=(0, 1)
+        )(q_, qd_)
+
+    # Tangent k < n is e_k in qd (column k of M); tangent n is the path (1, qd, 0).
+    zeros = jnp.zeros((n, n), q.dtype)
+    t_dot = jnp.zeros(n + 1, q.dtype).at[n].set(1)
+    q_dot = jnp.concatenate([zeros, qd[None]])
+    qd_dot = jnp.concatenate([jnp.eye(n, dtype=q.dtype), jnp.zeros((1, n), q.dtype)])
+
+    def tangent(td, qdot, qddot):
+        return jax.jvp(grads, (t, q, qd), (td, qdot, qddot))
+
+    (dl_dq, _), (_, dp) = jax.vmap(tangent, out_axes=((None, None), 0))(
+        t_dot, q_dot, qd_dot
+    )
+    mass = dp[:n]
+    force = dl_dq - dp[n] + force_value(system, t, q, qd, params)
+
+    phi, phi_dot, gamma, jac = constraint_terms(system, t, q, qd, params)
+    return Mechanics(mass, force, jac, phi, phi_dot, gamma)
+
+
+def constraint_terms(system: System, t, q, qd, params: Params):
+    """(phi, phi_dot, gamma, J) at (t, q, qd), by nested jvp along (1, qd)."""
+    t = _as_time(t, q)
+    one = jnp.ones((), q.dtype)
+
+    def phi_fn(t_, q_):
+        return constraint_value(system, t_, q_, params)
+
+    def phi_and_rate(t_, q_):
+        return jax.jvp(phi_fn, (t_, q_), (one, qd))
+
+    (phi, phi_dot), (_, gamma) = jax.jvp(phi_and_rate, (t, q), (one, qd))
+    jac = jax.jacfwd(phi_fn, argnums=1)(t, q)
+    return phi, phi_dot, gamma, jac
+
+
+def constraint_jacobian(system: System, t, q, params: Params):
+    """(phi, J, phi_t) at (t, q): what a position/velocity projection needs."""
+    t = _as_time(t, q)
+
+    def phi_fn(t_, q_):
+        return constraint_value(system, t_, q_, params)
+
+    phi, phi_t = jax.jvp(phi_fn, (t, q), (jnp.ones((), q.dtype), jnp.zeros_like(q)))
+    jac = jax.jacfwd(phi_fn, argnums=1)(t, q)
+    return phi, jac, phi_t
+
+
+def mass_matrix(system: System, t, q, qd, params: Params) -> Float[Array, "n n"]:
+    """M = d2L/dqd2 at (t, q, qd)."""
+    t = _as_time(t, q)
+    return jax.hessian(lambda b: lagrangian_value(system, t, q, b, params))(qd)
+
+
+def energy(system: System, t, q, qd, params: Params) -> Array:
+    """The Jacobi integral E = qd . dL/dqd - L (T + V for natural systems)."""
+    t = _as_time(t, q)
+    value, p = jax.value_and_grad(lambda b: lagrangian_value(system, t, q, b, params))(
+        qd
+    )
+    return qd @ p - value

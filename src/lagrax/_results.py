@@ -1,0 +1,32 @@
+"""Result codes of lagrax: diffrax's, plus the failures of constrained mechanics."""
+
+import diffrax as dfx
+
+
+class RESULTS(dfx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
+    """Why a solve stopped. `RESULTS.successful` when it did not fail.
+
+    Extends `diffrax.RESULTS`, so every diffrax code can be promoted to it.
+    """
+
+    redundant_constraints = (
+        "redundant constraints: the constraint Jacobian J = dphi/dq is rank "
+        "deficient, so the multipliers are not unique. Remove the dependent "
+        "constraints, or pass saddle_solver=lx.LeastSquares() for the minimal-norm "
+        "multipliers."
+    )
+    mass_matrix_not_positive_definite = (
+        "the mass matrix M = d2L/dqd2 is not positive definite: check the kinetic "
+        "energy in the Lagrangian (every coordinate needs inertia), or pass "
+        "saddle_solver=lx.DenseLU() if M is singular by design but positive "
+        "definite on the constraint tangent space."
+    )
+    singular_saddle_matrix = (
+        "the saddle-point (KKT) matrix [[M, -J^T], [J, 0]] is singular: redundant "
+        "constraints (pass saddle_solver=lx.LeastSquares()) or a mass matrix that "
+        "is singular on the constraint tangent space."
+    )
+    max_steps = (
+        "max_steps reached before t1: raise max_steps, or loosen rtol/atol (a stiff "
+        "system may need an implicit solver such as diffrax.Kvaerno5())."
+    )

@@ -1,0 +1,210 @@
+"""`simulate`: integrate a constrained system with diffrax."""
+
+import warnings
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import ArrayLike, Float, Real
+
+from ._custom_types import Params, RealScalarLike
+from ._dynamics import VectorField, check_result
+from ._inputs import coerce_params, coerce_state
+from ._results import RESULTS
+from ._saddle import AbstractSaddleSolver, SchurCholesky
+from ._stabilization import AbstractStabilization, Projection
+from ._system import System
+from ._trajectory import Trajectory, evaluate_trajectory
+
+
+def default_solver() -> dfx.AbstractSolver:
+    """The solver `simulate` uses when none is given."""
+    return dfx.Dopri8()
+
+
+def default_stabilization() -> AbstractStabilization:
+    """The stabilization `simulate` uses when none is given."""
+    return Projection()
+
+
+def simulate(
+    system: System,
+    q0: Float[ArrayLike, " n"],
+    qd0: Float[ArrayLike, " n"],
+    params: Params,
+    *,
+    t1: RealScalarLike,
+    t0: RealScalarLike = 0.0,
+    ts: Real[ArrayLike, " T"] | None = None,
+    solver: dfx.AbstractSolver | None = None,
+    stabilization: AbstractStabilization | None = None,
+    saddle_solver: AbstractSaddleSolver | None = None,
+    rtol: RealScalarLike = 1e-8,
+    atol: RealScalarLike = 1e-8,
+    stepsize_controller: dfx.AbstractStepSizeController | None = None,
+    dt0: RealScalarLike | None = None,
+    max_steps: int = 4096,
+    adjoint: dfx.AbstractAdjoint | None = None,
+    progress: bool | dfx.AbstractProgressMeter = False,
+    throw: bool = True,
+) -> Trajectory:
+    """Simulate a constrained mechanical system from (q0, qd0) over [t0, t1].
+
+    Integrates the index-1 form qd' = qdd(t, q, qd) of the equations of motion,
+    with (qdd, lam) from the saddle-point solve at every stage, using diffrax.
+    Runs under `jax.jit`, `jax.vmap` and `jax.grad`; a second call with the same
+    system, strategies and array shapes reuses the compiled code.
+
+    **Arguments:**
+
+    - `system`: the [`lagrax.System`][].
+    - `q0`, `qd0`: initial coordinates and velocities (n,). They should satisfy the
+        constraints: see [`lagrax.consistent_state`][].
+    - `params`: any pytree of parameters, passed to the user's functions.
+    - `t1`, `t0`: end and start time.
+    - `ts`: times at which to save (within [t0, t1], increasing). Default: t0
+        and t1 only.
+    - `solver`: any diffrax ODE solver. Default `diffrax.Dopri8()`, which reaches
+        the tight tolerances mechanics needs in few steps; `diffrax.Tsit5()` is
+        cheaper per step at loose tolerances (1e-6 and looser), an implicit solver
+        (`diffrax.Kvaerno5()`) suits stiff systems.
+    - `stabilization`: [`lagrax.Projection`][] (default), [`lagrax.Baumgarte`][]
+        or [`lagrax.NoStabilization`][].
+    - `saddle_solver`: [`lagrax.SchurCholesky`][] (default), [`lagrax.DenseLU`][]
+        or [`lagrax.LeastSquares`][] (redundant constraints).
+    - `rtol`, `atol`: tolerances of the default step-size controller,
+        `diffrax.PIDController(rtol, atol)`.
+    - `stepsize_controller`: any diffrax step-size controller; overrides rtol and
+        atol. For fixed steps: `diffrax.ConstantStepSize()` with `dt0`.
+    - `dt0`: initial (or fixed) step; default chosen automatically.
+    - `max_steps`: the most steps the solver may take.
+    - `adjoint`: how to differentiate the solve, any `diffrax.AbstractAdjoint`.
+        Default `diffrax.RecursiveCheckpointAdjoint()`.
+    - `progress`: `True` for a tqdm progress bar, or any diffrax progress meter.
+    - `throw`: raise a runtime error (with the fix in its message) if the solve
+        fails. With `throw=False` the failure is reported in `result`.
+
+    **Returns:**
+
+    A [`lagrax.Trajectory`][]: ts, q, qd, qdd, multipliers, phi, phi_dot, energy,
+    stats, result.
+
+    **Raises:**
+
+    `ValueError` for inputs of the wrong shape or functions returning the wrong
+    shape (at trace time); a runtime error under `throw=True` when the saddle
+    system is singular (redundant constraints, a mass matrix that is not positive
+    definite) or `max_steps` is reached.
+    """
+    q0, qd0 = coerce_state(q0, qd0)
+    params = coerce_params(params)
+    dtype = q0.dtype
+    if solver is None:
+        solver = default_solver()
+    if stabilization is None:
+        stabilization = default_stabilization()
+    if saddle_solver is None:
+        saddle_solver = SchurCholesky()
+    if stepsize_controller is None:
+        _warn_if_too_tight(rtol, atol, dtype)
+        stepsize_controller = dfx.PIDController(
+            rtol=jnp.asarray(rtol, dtype), atol=jnp.asarray(atol, dtype)
+        )
+    if adjoint is None:
+        adjoint = dfx.RecursiveCheckpointAdjoint()
+    if progress is True:
+        progress = dfx.TqdmProgressMeter()
+    elif progress is False:
+        progress = dfx.NoProgressMeter()
+    times = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
+    if ts is not None:
+        ts = jnp.asarray(ts, dtype)
+        if ts.ndim != 1:
+            raise ValueError(f"simulate: ts must be 1-D, got shape {ts.shape}.")
+    if dt0 is not None:
+        dt0 = jnp.asarray(dt0, dtype)
+    return _simulate(
+        system,
+        stabilization,
+        saddle_solver,
+        solver,
+        stepsize_controller,
+        adjoint,
+        progress,
+        q0,
+        qd0,
+        params,
+        times,
+        ts,
+        dt0,
+        max_steps,
+        throw,
+    )
+
+
+@eqx.filter_jit
+def _simulate(
+    system,
+    stabilization,
+    saddle_solver,
+    solver,
+    stepsize_controller,
+    adjoint,
+    progress,
+    q0,
+    qd0,
+    params,
+    times,
+    ts,
+    dt0,
+    max_steps,
+    throw,
+) -> Trajectory:
+    t0, t1 = times
+    field = VectorField(system, stabilization, saddle_solver, throw)
+    saveat = dfx.SaveAt(t0=True, t1=True) if ts is None else dfx.SaveAt(ts=ts)
+    sol = dfx.diffeqsolve(
+        dfx.ODETerm(field),
+        stabilization.wrap_solver(solver, system, saddle_solver),
+        t0,
+        t1,
+        dt0,
+        (q0, qd0),
+        args=params,
+        saveat=saveat,
+        stepsize_controller=stepsize_controller,
+        adjoint=adjoint,
+        max_steps=max_steps,
+        throw=False,
+        progress_meter=progress,
+    )
+    result = RESULTS.promote(sol.result)
+    result = RESULTS.where(
+        result == RESULTS.max_steps_reached, RESULTS.max_steps, result
+    )
+    assert sol.ts is not None and sol.ys is not None
+    q, qd = sol.ys
+    traj = evaluate_trajectory(
+        system, stabilization, saddle_solver, sol.ts, q, qd, params, sol.stats, result
+    )
+    return check_result(traj, traj.result, throw)
+
+
+def _warn_if_too_tight(rtol, atol, dtype) -> None:
+    try:
+        positive = [tol for tol in (float(rtol), float(atol)) if tol > 0]
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        return  # traced tolerances: nothing to say at trace time
+    if not positive:
+        return
+    tightest = min(positive)
+    eps = float(jnp.finfo(dtype).eps)
+    if tightest < 10 * eps:
+        warnings.warn(
+            f"simulate: rtol/atol = {tightest:g} is tighter than {jnp.dtype(dtype)} "
+            f"can honour (machine epsilon {eps:.1e}). Enable float64 with "
+            '`jax.config.update("jax_enable_x64", True)` and pass float64 arrays, '
+            "or loosen the tolerances.",
+            stacklevel=3,
+        )

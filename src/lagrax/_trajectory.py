@@ -1,0 +1,78 @@
+"""The result of a simulation: states and everything derived at the saved times."""
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._custom_types import Params
+from ._dynamics import solve_dynamics
+from ._mechanics import energy
+from ._results import RESULTS
+from ._saddle import AbstractSaddleSolver
+from ._stabilization import AbstractStabilization
+from ._system import System
+
+
+class Trajectory(eqx.Module):
+    """A simulated trajectory, every field evaluated at the saved times `ts`.
+
+    **Fields:**
+
+    - `ts`: (T,) the saved times.
+    - `q`, `qd`, `qdd`: (T, n) coordinates, velocities, accelerations.
+    - `multipliers`: (T, m) Lagrange multipliers lam; the generalized constraint
+        forces are J^T lam (sign convention M qdd = f + J^T lam).
+    - `phi`, `phi_dot`: (T, m) constraint residuals phi(t, q) and J qd + phi_t.
+    - `energy`: (T,) the Jacobi integral qd . dL/dqd - L (T + V for natural
+        systems); constant for conservative time-independent systems.
+    - `stats`: diffrax's statistics (`num_steps`, `num_accepted_steps`,
+        `num_rejected_steps`, `max_steps`).
+    - `result`: a [`lagrax.RESULTS`][]; `RESULTS.successful` unless the solve
+        failed (only seen with `throw=False`). Entries after a failure are inf/nan.
+    """
+
+    ts: Float[Array, " T"]
+    q: Float[Array, "T n"]
+    qd: Float[Array, "T n"]
+    qdd: Float[Array, "T n"]
+    multipliers: Float[Array, "T m"]
+    phi: Float[Array, "T m"]
+    phi_dot: Float[Array, "T m"]
+    energy: Float[Array, " T"]
+    stats: dict[str, Any]
+    result: RESULTS
+
+
+def evaluate_trajectory(
+    system: System,
+    stabilization: AbstractStabilization,
+    saddle_solver: AbstractSaddleSolver,
+    ts,
+    q,
+    qd,
+    params: Params,
+    stats: dict[str, Any],
+    result: RESULTS,
+) -> Trajectory:
+    """Project the saved states (if the stabilization projects) and derive the rest."""
+
+    def at(t, q_, qd_):
+        q_, qd_ = stabilization.project(system, saddle_solver, t, q_, qd_, params)
+        terms, sol = solve_dynamics(
+            system, stabilization, saddle_solver, t, q_, qd_, params
+        )
+        e = energy(system, t, q_, qd_, params)
+        return q_, qd_, sol.qdd, sol.lam, terms.phi, terms.phi_dot, e, sol.result
+
+    finite = jnp.all(jnp.isfinite(q), axis=1) & jnp.all(jnp.isfinite(qd), axis=1)
+    q, qd, qdd, lam, phi, phi_dot, e, saddle_results = jax.vmap(at)(ts, q, qd)
+    # A saddle failure at a reached state explains a failed solve better than the
+    # integrator's own code (usually max_steps after the step size collapsed).
+    # States never reached are inf and say nothing.
+    failed = (saddle_results != RESULTS.successful) & finite
+    first = jax.tree.map(lambda v: v[jnp.argmax(failed)], saddle_results)
+    result = RESULTS.where(jnp.any(failed), first, result)
+    return Trajectory(ts, q, qd, qdd, lam, phi, phi_dot, e, stats, result)

@@ -1,0 +1,66 @@
+"""`Model`: a ready-to-run system with its parameters, initial state and drawing."""
+
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._custom_types import Params
+from .._initial import consistent_state
+from .._system import System
+
+
+class Model(eqx.Module):
+    """A built-in mechanical system, ready to simulate and to draw.
+
+    **Fields:**
+
+    - `name`: short name (`lagrax.systems.get(name)` finds it).
+    - `description`: one line.
+    - `system`: the [`lagrax.System`][].
+    - `params`: default parameters (a dict of floats; override by copying).
+    - `coordinates`, `units`: names and units of the n coordinates.
+    - `constraint_names`: names of the m constraints (and their multipliers).
+    - `q_guess`, `qd_guess`, `fixed_q`, `fixed_qd`: the rough initial state and
+        the coordinates to keep while [`lagrax.consistent_state`][] solves the
+        rest; `initial_state()` does that.
+    - `points`: `points(q, params) -> (k, 2)`, points of the mechanism in the
+        plane, and `segments`, pairs of point indices to draw as links.
+    """
+
+    name: str = eqx.field(static=True)
+    description: str = eqx.field(static=True)
+    system: System
+    params: dict[str, Any]
+    coordinates: tuple[str, ...] = eqx.field(static=True)
+    units: tuple[str, ...] = eqx.field(static=True)
+    constraint_names: tuple[str, ...] = eqx.field(static=True)
+    q_guess: tuple[float, ...] = eqx.field(static=True)
+    qd_guess: tuple[float, ...] = eqx.field(static=True)
+    fixed_q: tuple[int, ...] = eqx.field(static=True, default=())
+    fixed_qd: tuple[int, ...] = eqx.field(static=True, default=())
+    points: Callable[[Array, Params], Array] | None = None
+    segments: tuple[tuple[int, int], ...] = eqx.field(static=True, default=())
+
+    def initial_state(
+        self, params: Params | None = None, t: float = 0.0
+    ) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+        """The consistent default initial state (q0, qd0) for `params`.
+
+        Solves the constraints from the rough guess, keeping the fixed
+        coordinates, so it stays consistent when the parameters change (e.g. a
+        longer pendulum).
+        """
+        if params is None:
+            params = self.params
+        return consistent_state(
+            self.system,
+            jnp.asarray(self.q_guess, dtype=float),
+            jnp.asarray(self.qd_guess, dtype=float),
+            params,
+            t,
+            fixed_q=list(self.fixed_q) or None,
+            fixed_qd=list(self.fixed_qd) or None,
+        )

@@ -1,0 +1,42 @@
+"""The Cartesian pendulum: a point mass on a massless rod, |q| = l."""
+
+import jax.numpy as jnp
+
+from .._system import System
+from ._model import Model
+
+
+def _lagrangian(t, q, qd, params):
+    m, g = params["m"], params["g"]
+    return 0.5 * m * qd @ qd - m * g * q[1]
+
+
+def _constraints(t, q, params):
+    return jnp.stack([q @ q - params["l"] ** 2])
+
+
+def _points(q, params):
+    return jnp.stack([jnp.zeros(2, q.dtype), q])
+
+
+def pendulum() -> Model:
+    """A point mass m at q = (x, y) on a rod of length l from the origin.
+
+    The textbook case for constraint drift: L = m |qd|^2 / 2 - m g y,
+    phi = x^2 + y^2 - l^2 (so the rod tension is -2 l lam, radially outward),
+    g = 9.81, m = 2, l = 2.5, released at rest from (0.86, 2.35) projected onto
+    the circle, near the top: lam(0) = 3.69.
+    """
+    return Model(
+        name="pendulum",
+        description="point mass on a rod in Cartesian coordinates (x, y), |q| = l",
+        system=System(_lagrangian, _constraints),
+        params={"m": 2.0, "l": 2.5, "g": 9.81},
+        coordinates=("x", "y"),
+        units=("m", "m"),
+        constraint_names=("rod length",),
+        q_guess=(0.86, 2.35),
+        qd_guess=(0.0, 0.0),
+        points=_points,
+        segments=((0, 1),),
+    )

@@ -1,0 +1,95 @@
+"""consistent_state: Newton projection onto the constraints, keeping fixed coords."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lagrax as lx
+
+
+PENDULUM = lx.systems.pendulum()
+SLIDER = lx.systems.slider_pendulum()
+DOUBLE = lx.systems.double_pendulum()
+
+
+def test_pendulum_guess_is_projected_radially():
+    guess = np.array([3.0, -1.0])
+    q, qd = lx.consistent_state(PENDULUM.system, guess, [0.5, 0.5], PENDULUM.params)
+    l = PENDULUM.params["l"]
+    np.testing.assert_allclose(q, l * guess / np.linalg.norm(guess), rtol=1e-14)
+    # The velocity keeps its tangential part only.
+    tangent = np.array([1.0, 3.0]) / np.sqrt(10.0)
+    np.testing.assert_allclose(qd, (tangent @ [0.5, 0.5]) * tangent, atol=1e-15)
+
+
+def test_slider_from_a_rough_guess_with_fixed_coordinates():
+    h = SLIDER.params["L"] / 2
+    x1, th2 = 0.07, 0.6
+    guess = [x1, 0.3, -0.4, 1.0, 1.0, th2]
+    q, qd = lx.consistent_state(
+        SLIDER.system,
+        guess,
+        [0.2, 0.1, 0.0, 0.0, 0.0, 1.5],
+        SLIDER.params,
+        fixed_q=[0, 5],
+        fixed_qd=[0, 5],
+    )
+    expected = [x1, 0.0, 0.0, x1 + h * np.cos(th2), h * np.sin(th2), th2]
+    np.testing.assert_allclose(q, expected, atol=1e-14)
+    # Velocities follow from x1' = 0.2 and th2' = 1.5.
+    expected_qd = [0.2, 0, 0, 0.2 - h * np.sin(th2) * 1.5, h * np.cos(th2) * 1.5, 1.5]
+    np.testing.assert_allclose(qd, expected_qd, atol=1e-14)
+
+
+def test_boolean_mask_equals_indices():
+    mask = np.array([True, False, False, False, False, True])
+    by_mask = lx.consistent_state(
+        SLIDER.system,
+        [0.1, 0.2, 0.0, 0.3, 0.1, 0.2],
+        np.zeros(6),
+        SLIDER.params,
+        fixed_q=mask,
+    )
+    by_index = lx.consistent_state(
+        SLIDER.system,
+        [0.1, 0.2, 0.0, 0.3, 0.1, 0.2],
+        np.zeros(6),
+        SLIDER.params,
+        fixed_q=[0, 5],
+    )
+    np.testing.assert_allclose(by_mask[0], by_index[0], atol=1e-15)
+
+
+def test_fixed_velocity_is_kept():
+    q0, _ = DOUBLE.initial_state()
+    qd = jnp.array([0.3, 0.8, -1.0, 2.0])
+    q, qd_new = lx.consistent_state(DOUBLE.system, q0, qd, DOUBLE.params, fixed_qd=[0])
+    assert float(qd_new[0]) == 0.3
+    jac = jax.jacfwd(lambda x: DOUBLE.system.constraints(0.0, x, DOUBLE.params))(q)
+    np.testing.assert_allclose(jac @ qd_new, 0.0, atol=1e-13)
+
+
+def test_impossible_request_names_the_residual():
+    # With x fixed beyond the rod length, no y satisfies x^2 + y^2 = l^2.
+    with pytest.raises(ValueError, match=r"did not converge.*max \|phi\| = "):
+        lx.consistent_state(
+            PENDULUM.system, [3.0, 0.1], [0.0, 0.0], PENDULUM.params, fixed_q=[0]
+        )
+
+
+def test_bad_fixed_indices_are_rejected():
+    with pytest.raises(ValueError, match="fixed_q.*out of range"):
+        lx.consistent_state(
+            PENDULUM.system, [3.0, 0.1], [0.0, 0.0], PENDULUM.params, fixed_q=[2]
+        )
+
+
+def test_works_under_jit():
+    f = jax.jit(
+        lambda q: lx.consistent_state(
+            PENDULUM.system, q, jnp.zeros(2), PENDULUM.params
+        )[0]
+    )
+    q = f(jnp.array([1.0, 1.0]))
+    np.testing.assert_allclose(q @ q, PENDULUM.params["l"] ** 2, rtol=1e-14)

@@ -1,0 +1,206 @@
+"""simulate as an API: caching, jit/vmap/grad, saving, errors, solvers."""
+
+import diffrax as dfx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lagrax as lx
+
+
+MODEL = lx.systems.pendulum()
+P = MODEL.params
+
+
+def _start(theta=0.4, l=P["l"]):
+    return jnp.array([l * np.sin(theta), -l * np.cos(theta)]), jnp.zeros(2)
+
+
+TRACES = {"lagrangian": 0}
+
+
+def counting_lagrangian(t, q, qd, p):
+    TRACES["lagrangian"] += 1  # runs only while JAX traces
+    return 0.5 * p["m"] * qd @ qd - p["m"] * p["g"] * q[1]
+
+
+def circle(t, q, p):
+    return jnp.stack([q @ q - p["l"] ** 2])
+
+
+COUNTED = lx.System(counting_lagrangian, circle)
+
+
+def test_second_call_does_not_retrace():
+    ts = jnp.linspace(0.0, 1.0, 11)
+    q0, qd0 = _start(0.3)
+    lx.simulate(COUNTED, q0, qd0, P, t1=1.0, ts=ts)
+    traced = TRACES["lagrangian"]
+    assert traced > 0
+    # New values of every array input, same shapes: the compiled solve is reused.
+    q1, qd1 = _start(0.5)
+    params = {"m": 3.0, "l": 2.5, "g": 9.0}
+    sol = lx.simulate(COUNTED, q1, qd1, params, t1=2.0, ts=2 * ts, rtol=1e-7)
+    assert TRACES["lagrangian"] == traced
+    assert sol.ts[-1] == 2.0
+
+
+def test_default_saves_t0_and_t1():
+    q0, qd0 = _start()
+    sol = lx.simulate(MODEL.system, q0, qd0, P, t0=0.5, t1=1.5)
+    np.testing.assert_array_equal(sol.ts, [0.5, 1.5])
+    assert sol.q.shape == (2, 2) and sol.multipliers.shape == (2, 1)
+    assert sol.energy.shape == (2,)
+    np.testing.assert_allclose(sol.q[0], q0)
+
+
+@pytest.fixture(scope="module")
+def final_x():
+    """x(t1) as a jitted function of (theta0, params)."""
+
+    @jax.jit
+    def f(theta, params):
+        q0 = params["l"] * jnp.stack([jnp.sin(theta), -jnp.cos(theta)])
+        sol = lx.simulate(
+            MODEL.system, q0, jnp.zeros(2), params, t1=1.0, rtol=1e-10, atol=1e-10
+        )
+        return sol.q[-1, 0]
+
+    return f
+
+
+def test_jit_matches_eager(final_x):
+    q0, qd0 = _start(0.4)
+    eager = lx.simulate(MODEL.system, q0, qd0, P, t1=1.0, rtol=1e-10, atol=1e-10)
+    assert float(final_x(0.4, P)) == pytest.approx(float(eager.q[-1, 0]), abs=1e-12)
+
+
+def test_vmap_equals_loop(final_x):
+    thetas = jnp.array([0.1, 0.5, 1.0])
+    batched = jax.vmap(final_x, in_axes=(0, None))(thetas, P)
+    looped = jnp.stack([final_x(th, P) for th in thetas])
+    np.testing.assert_allclose(batched, looped, atol=1e-12)
+
+
+def test_grad_matches_finite_differences(final_x):
+    grad = jax.grad(final_x, argnums=(0, 1))(0.4, P)
+    h = 1e-5
+    fd_theta = (final_x(0.4 + h, P) - final_x(0.4 - h, P)) / (2 * h)
+    assert float(grad[0]) == pytest.approx(float(fd_theta), rel=1e-5)
+    for key in ("g", "l"):
+        up, down = {**P, key: P[key] + h}, {**P, key: P[key] - h}
+        fd = (final_x(0.4, up) - final_x(0.4, down)) / (2 * h)
+        assert float(grad[1][key]) == pytest.approx(float(fd), rel=1e-5)
+    assert float(grad[1]["m"]) == pytest.approx(0.0, abs=1e-9)  # mass cancels
+
+
+def test_grad_through_projection_and_vmap():
+    def loss(g):
+        q0, qd0 = _start(0.4)
+        sol = lx.simulate(MODEL.system, q0, qd0, {**P, "g": g}, t1=0.5)
+        return sol.q[-1, 1]
+
+    grads = jax.vmap(jax.grad(loss))(jnp.array([9.0, 9.81]))
+    assert jnp.all(jnp.isfinite(grads)) and jnp.all(grads != 0)
+
+
+def test_unconstrained_harmonic_oscillator():
+    def lagrangian(t, q, qd, p):
+        return 0.5 * qd @ qd - 0.5 * p["w"] ** 2 * q @ q
+
+    ts = jnp.linspace(0.0, 3.0, 7)
+    sol = lx.simulate(
+        lx.System(lagrangian),
+        jnp.array([1.0, 0.0]),
+        jnp.array([0.0, 2.0]),
+        {"w": 2.0},
+        t1=3.0,
+        ts=ts,
+        rtol=1e-11,
+        atol=1e-11,
+    )
+    np.testing.assert_allclose(sol.q[:, 0], np.cos(2 * ts), atol=1e-9)
+    np.testing.assert_allclose(sol.q[:, 1], np.sin(2 * ts), atol=1e-9)
+    assert sol.multipliers.shape == (7, 0) and sol.phi.shape == (7, 0)
+
+
+@pytest.mark.parametrize(
+    "solver", [dfx.Tsit5(), dfx.Kvaerno5()], ids=["explicit", "implicit"]
+)
+def test_other_diffrax_solvers(solver):
+    q0, qd0 = _start(1.0)
+    sol = lx.simulate(MODEL.system, q0, qd0, P, t1=2.0, solver=solver)
+    reference = lx.simulate(MODEL.system, q0, qd0, P, t1=2.0, rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(sol.q[-1], reference.q[-1], atol=1e-6)
+
+
+def test_fixed_steps():
+    q0, qd0 = _start(1.0)
+    sol = lx.simulate(
+        MODEL.system,
+        q0,
+        qd0,
+        P,
+        t1=2.0,
+        solver=dfx.Tsit5(),
+        stepsize_controller=dfx.ConstantStepSize(),
+        dt0=0.01,
+    )
+    assert int(sol.stats["num_steps"]) == 200
+    assert np.abs(np.asarray(sol.phi)).max() < 1e-12
+
+
+def test_max_steps_is_reported_or_raised():
+    q0, qd0 = _start(1.0)
+    sol = lx.simulate(MODEL.system, q0, qd0, P, t1=10.0, max_steps=5, throw=False)
+    assert sol.result == lx.RESULTS.max_steps
+    assert float(sol.ts[-1]) < 10.0  # the state where it stopped
+    with pytest.raises(Exception, match="raise max_steps"):
+        lx.simulate(MODEL.system, q0, qd0, P, t1=10.0, max_steps=5)
+
+
+def test_progress_bar(capsys):
+    q0, qd0 = _start(1.0)
+    sol = lx.simulate(MODEL.system, q0, qd0, P, t1=1.0, progress=True)
+    assert sol.result == lx.RESULTS.successful
+    assert "100.00%" in capsys.readouterr().err
+
+
+def test_float32_warns_when_tolerance_is_too_tight():
+    q0, qd0 = _start(0.4)
+    with pytest.warns(UserWarning, match="tighter than float32"):
+        sol = lx.simulate(
+            MODEL.system,
+            q0.astype(jnp.float32),
+            qd0.astype(jnp.float32),
+            P,
+            t1=0.5,
+            rtol=1e-9,
+            atol=1e-9,
+            max_steps=100_000,
+        )
+    assert sol.q.dtype == jnp.float32
+
+
+def test_bad_shapes_are_named():
+    with pytest.raises(ValueError, match="same length"):
+        lx.simulate(MODEL.system, jnp.zeros(2), jnp.zeros(3), P, t1=1.0)
+
+    def vector_lagrangian(t, q, qd, p):
+        return 0.5 * qd * qd
+
+    with pytest.raises(ValueError, match="vector_lagrangian.*scalar"):
+        lx.simulate(lx.System(vector_lagrangian), jnp.zeros(2), jnp.zeros(2), P, t1=1.0)
+
+    def scalar_constraint(t, q, p):
+        return q @ q - 1.0
+
+    with pytest.raises(ValueError, match="scalar_constraint.*1-D"):
+        lx.simulate(
+            lx.System(MODEL.system.lagrangian, scalar_constraint),
+            jnp.array([1.0, 0.0]),
+            jnp.zeros(2),
+            P,
+            t1=1.0,
+        )
