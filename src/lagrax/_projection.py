@@ -6,12 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from ._custom_types import Params
-from ._mechanics import (
-    constraint_jacobian,
-    constraint_value,
-    mass_matrix,
-    num_constraints,
-)
+from ._mechanics import constraint_jacobian, mass_matrix, num_constraints
 from ._saddle import AbstractSaddleSolver
 from ._system import System
 
@@ -20,8 +15,9 @@ class ManifoldProjector(eqx.Module):
     """Mass-weighted projection of (q, qd) onto phi = 0 and J qd + phi_t = 0.
 
     Positions: Gauss-Newton on min (q' - q)^T M (q' - q) subject to phi(t, q') = 0,
-    the correction the saddle solve of [[M, -J^T], [J, 0]] [dq, mu] = [0, -phi].
-    Velocities: the same metric, one exact linear step with J at the new q.
+    each correction the saddle solve of [[M, -J^T], [J, 0]] [dq, mu] = [0, -phi].
+    Velocities: the same metric and saddle solve with residual J qd + phi_t, exact
+    in one step for a given J; repeated with each new J.
     """
 
     system: System
@@ -33,25 +29,19 @@ class ManifoldProjector(eqx.Module):
             return q, qd
         mass = mass_matrix(self.system, t, q, qd, params)
         zero = jnp.zeros_like(q)
-        _, jac, _ = constraint_jacobian(self.system, t, q, params)
 
-        def correction(residual):
-            return self.saddle_solver.solve(mass, jac, zero, -residual).qdd
+        def newton(_, state):
+            q_, qd_ = state
+            phi, jac, phi_t = constraint_jacobian(self.system, t, q_, params)
+            residuals = jnp.stack([phi, jac @ qd_ + phi_t])
+            dq, dqd = jax.vmap(
+                lambda r: self.saddle_solver.solve(mass, jac, zero, -r).qdd
+            )(residuals)
+            return q_ + dq, qd_ + dqd
 
-        # Simplified Gauss-Newton: J and the factorizations stay those of the
-        # unprojected q, so the correction is one linear map, built once. The step
-        # left q within the tolerance of the manifold, so each iteration still
-        # gains as many digits as the drift has.
-        basis = jnp.eye(jac.shape[0], dtype=q.dtype)
-        gain = jax.vmap(correction, out_axes=1)(basis)
-
-        def newton(_, q_):
-            return q_ + gain @ constraint_value(self.system, t, q_, params)
-
-        q = jax.lax.fori_loop(0, self.iterations, newton, q)
-        _, jac, phi_t = constraint_jacobian(self.system, t, q, params)
-        qd = qd + correction(jac @ qd + phi_t)
-        return q, qd
+        # Each iteration corrects both; once q has converged (the last iteration's
+        # dq is at round-off level) the velocity correction used the final J.
+        return jax.lax.fori_loop(0, self.iterations, newton, (q, qd))
 
 
 class ProjectedSolver(dfx.AbstractWrappedSolver):

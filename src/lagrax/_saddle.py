@@ -16,6 +16,7 @@ import jax.scipy.linalg as jsl
 import lineax as lnx
 from jaxtyping import Array, Float
 
+from . import _dense as dense
 from ._results import RESULTS
 
 
@@ -36,11 +37,15 @@ def _default_tol(dtype, tol: float | None) -> Array:
     return jnp.asarray(tol, dtype)
 
 
-def _cholesky_ok(factor: Array, matrix: Array, tol: Array) -> Array:
-    """True when the Cholesky factor exists and no pivot is at round-off level."""
-    pivots = jnp.diagonal(factor) ** 2
-    scale = jnp.max(jnp.abs(jnp.diagonal(matrix)))
-    return jnp.all(jnp.isfinite(pivots)) & jnp.all(pivots > tol * scale)
+def _pivots_ok(pivots: Array, diagonal: Array, tol: Array) -> Array:
+    """True when a Cholesky factorization exists and no pivot is at round-off level.
+
+    `pivots` is the diagonal of the factor, `diagonal` that of the matrix.
+    """
+    if pivots.shape[0] == 0:
+        return jnp.asarray(True)
+    scale = jnp.max(jnp.abs(diagonal))
+    return jnp.all(jnp.isfinite(pivots)) & jnp.all(pivots**2 > tol * scale)
 
 
 class AbstractSaddleSolver(eqx.Module):
@@ -66,8 +71,9 @@ class SchurCholesky(AbstractSaddleSolver):
     With M = L L^T (Cholesky), Y = L^-1 J^T and z = L^-1 f, the multipliers solve
     the Delassus system W lam = rhs - Y^T z with W = J M^-1 J^T = Y^T Y (a second,
     m x m Cholesky), and qdd = L^-T (z + Y lam). Two small Cholesky factorizations
-    and triangular solves instead of a pivoted LU of the (n + m) KKT matrix: the
-    fast choice for the small dense systems of mechanics, also under vmap.
+    and triangular solves instead of a pivoted LU of the (n + m) KKT matrix; for
+    small systems written out in scalar operations, which fuse into one loop under
+    vmap: the fast choice for the small dense systems of mechanics.
 
     Needs M symmetric positive definite and J of full row rank. A rank-deficient J
     (redundant constraints) gives the result `redundant_constraints`; use
@@ -83,29 +89,16 @@ class SchurCholesky(AbstractSaddleSolver):
 
     def solve(self, mass, jac, force, rhs) -> SaddleSolution:
         tol = _default_tol(mass.dtype, self.rank_tol)
-        chol = jnp.linalg.cholesky(mass)
-        mass_ok = _cholesky_ok(chol, mass, tol)
-        z = jsl.solve_triangular(chol, force, lower=True)
-        if jac.shape[0] == 0:
-            qdd = jsl.solve_triangular(chol.T, z, lower=False)
-            result = RESULTS.where(
-                mass_ok, RESULTS.successful, RESULTS.mass_matrix_not_positive_definite
-            )
-            return SaddleSolution(qdd, jnp.zeros((0,), mass.dtype), result)
-        y = jsl.solve_triangular(chol, jac.T, lower=True)
-        delassus = y.T @ y
-        chol_w = jnp.linalg.cholesky(delassus)
-        lam = jsl.cho_solve((chol_w, True), rhs - y.T @ z)
-        qdd = jsl.solve_triangular(chol.T, z + y @ lam, lower=False)
+        sol = dense.schur_solve(mass, jac, force, rhs)
+        mass_ok = _pivots_ok(sol.pivots_mass, jnp.diagonal(mass), tol)
+        independent = _pivots_ok(sol.pivots_delassus, sol.diag_delassus, tol)
         result = RESULTS.where(
-            _cholesky_ok(chol_w, delassus, tol),
-            RESULTS.successful,
-            RESULTS.redundant_constraints,
+            independent, RESULTS.successful, RESULTS.redundant_constraints
         )
         result = RESULTS.where(
             mass_ok, result, RESULTS.mass_matrix_not_positive_definite
         )
-        return SaddleSolution(qdd, lam, result)
+        return SaddleSolution(sol.qdd, sol.lam, result)
 
 
 class DenseLU(AbstractSaddleSolver):
@@ -158,7 +151,8 @@ class LeastSquares(AbstractSaddleSolver):
 
     def solve(self, mass, jac, force, rhs) -> SaddleSolution:
         chol = jnp.linalg.cholesky(mass)
-        mass_ok = _cholesky_ok(chol, mass, _default_tol(mass.dtype, None))
+        tol = _default_tol(mass.dtype, None)
+        mass_ok = _pivots_ok(jnp.diagonal(chol), jnp.diagonal(mass), tol)
         z = jsl.solve_triangular(chol, force, lower=True)
         if jac.shape[0] == 0:
             lam = jnp.zeros((0,), mass.dtype)

@@ -116,22 +116,21 @@ class Projection(AbstractStabilization):
     The coordinate projection method (Hairer, Lubich & Wanner, *Geometric
     Numerical Integration*, IV.4; Eich 1993): after each accepted step of the
     index-1 system, q moves to the nearest point of phi(t, q) = 0 in the metric of
-    the mass matrix (simplified Gauss-Newton iterations
-    dq = -M^-1 J^T (J M^-1 J^T)^-1 phi, with M and J of the step's end point),
-    then qd to the nearest velocity with J qd + phi_t = 0 (one linear step with J
-    at the projected q, exact). Saved states are projected too, so every reported
+    the mass matrix (Gauss-Newton iterations dq = -M^-1 J^T (J M^-1 J^T)^-1 phi),
+    and qd to the nearest velocity with J qd + phi_t = 0 (exact for a given J,
+    repeated with each new J). Saved states are projected too, so every reported
     state satisfies both to round-off whatever the tolerance.
 
-    Parameter-free and robust; costs two evaluations of the constraint Jacobian,
-    two small saddle factorizations and `iterations` evaluations of phi per step
-    (15-30 % of a Dopri8 step on small systems).
+    Parameter-free and robust; costs `iterations` evaluations of the constraint
+    Jacobian and saddle solves per step (15-30 % of a Dopri8 step on small
+    systems).
 
     **Arguments:**
 
-    - `iterations`: Gauss-Newton iterations for the positions. The step leaves q
-        within the tolerance of the manifold, and each iteration multiplies that
-        error by about the drift itself: 3 reach round-off from a relative drift
-        of 1e-4.
+    - `iterations`: Gauss-Newton iterations. The step leaves q within the
+        tolerance of the manifold and Newton squares that error each time, so 3
+        reach round-off from a relative drift of 1e-4, and the last one corrects
+        the velocities with the final J.
     """
 
     iterations: int = eqx.field(static=True, default=3)
