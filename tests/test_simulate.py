@@ -204,3 +204,23 @@ def test_bad_shapes_are_named():
             P,
             t1=1.0,
         )
+
+
+@pytest.mark.parametrize(
+    "adjoint",
+    [dfx.DirectAdjoint(), dfx.BacksolveAdjoint()],
+    ids=["direct", "backsolve"],
+)
+def test_adjoints_through_the_projection_wrapper(adjoint):
+    def final_x(g, adj):
+        q0, qd0 = _start(0.4)
+        sol = lx.simulate(
+            MODEL.system, q0, qd0, {**P, "g": g}, t1=1.0, rtol=1e-10, atol=1e-10,
+            adjoint=adj, stabilization=lx.Projection(),
+        )  # fmt: skip
+        return sol.q[-1, 0]
+
+    reference = jax.grad(final_x)(9.81, dfx.RecursiveCheckpointAdjoint())
+    assert float(jax.grad(final_x)(9.81, adjoint)) == pytest.approx(
+        float(reference), rel=1e-6
+    )

@@ -62,6 +62,12 @@ class ProjectedSolver(dfx.AbstractWrappedSolver):
         return self.solver.term_structure
 
     @property
+    def scan_kind(self):
+        # diffrax's DirectAdjoint and forward-mode autodiff set the Runge-Kutta
+        # stage loop through this attribute.
+        return self.solver.scan_kind  # pyright: ignore
+
+    @property
     def root_finder(self):
         # diffrax fills an implicit solver's tolerances in through this attribute;
         # forwarding it lets the wrapped implicit solver take them.

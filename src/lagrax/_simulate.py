@@ -164,9 +164,18 @@ def _simulate(
     t0, t1 = times
     field = VectorField(system, stabilization, saddle_solver, throw)
     saveat = dfx.SaveAt(t0=True, t1=True) if ts is None else dfx.SaveAt(ts=ts)
+    wrapped = stabilization.wrap_solver(solver, system, saddle_solver)
+    if (
+        wrapped is not solver
+        and isinstance(adjoint, dfx.BacksolveAdjoint)
+        and "solver" not in adjoint.kwargs
+    ):
+        # The backward (adjoint) ODE has a state of its own, which a wrapper that
+        # acts on (q, qd) cannot treat: solve it with the plain solver.
+        adjoint = dfx.BacksolveAdjoint(solver=solver, **adjoint.kwargs)
     sol = dfx.diffeqsolve(
         dfx.ODETerm(field),
-        stabilization.wrap_solver(solver, system, saddle_solver),
+        wrapped,
         t0,
         t1,
         dt0,
