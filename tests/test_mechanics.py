@@ -56,11 +56,7 @@ def test_bias_of_a_configuration_dependent_mass_matrix():
     assert terms.jac.shape == (0, 2) and terms.gamma.shape == (0,)
 
 
-MODELS = [
-    lx.systems.pendulum(),
-    lx.systems.slider_pendulum(),
-    lx.systems.double_pendulum(),
-]
+MODELS = [factory() for factory in lx.systems.BUILTIN.values()]
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)

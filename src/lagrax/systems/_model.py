@@ -26,8 +26,11 @@ class Model(eqx.Module):
     - `q_guess`, `qd_guess`, `fixed_q`, `fixed_qd`: the rough initial state and
         the coordinates to keep while [`lagrax.consistent_state`][] solves the
         rest; `initial_state()` does that.
-    - `points`: `points(q, params) -> (k, 2)`, points of the mechanism in the
+    - `points`: `points(t, q, params) -> (k, 2)`, points of the mechanism in the
         plane, and `segments`, pairs of point indices to draw as links.
+    - `reference`: a published reference solution, where one exists: a dict with
+        the time `t` and the values of `q`, `qd`, ... there, in lagrax's sign
+        convention.
     """
 
     name: str = eqx.field(static=True)
@@ -41,8 +44,9 @@ class Model(eqx.Module):
     qd_guess: tuple[float, ...] = eqx.field(static=True)
     fixed_q: tuple[int, ...] = eqx.field(static=True, default=())
     fixed_qd: tuple[int, ...] = eqx.field(static=True, default=())
-    points: Callable[[Array, Params], Array] | None = None
+    points: Callable[[Array, Array, Params], Array] | None = None
     segments: tuple[tuple[int, int], ...] = eqx.field(static=True, default=())
+    reference: dict[str, Any] | None = eqx.field(static=True, default=None)
 
     def initial_state(
         self, params: Params | None = None, t: float = 0.0

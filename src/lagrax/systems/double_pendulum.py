@@ -41,7 +41,7 @@ def _forces(t, q, qd, p):
     return generalized
 
 
-def _points(q, params):
+def _points(t, q, params):
     r1, r2 = _tips(q)
     return jnp.stack([jnp.zeros(2, q.dtype), r1, r2])
 

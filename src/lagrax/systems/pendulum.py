@@ -15,7 +15,7 @@ def _constraints(t, q, params):
     return jnp.stack([q @ q - params["l"] ** 2])
 
 
-def _points(q, params):
+def _points(t, q, params):
     return jnp.stack([jnp.zeros(2, q.dtype), q])
 
 

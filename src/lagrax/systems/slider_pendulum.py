@@ -30,7 +30,7 @@ def _constraints(t, q, p):
     )
 
 
-def _points(q, p):
+def _points(t, q, p):
     x1, y1, _, x2, y2, th2 = q
     half = p["L"] / 2
     tip = jnp.stack([x2 + half * jnp.cos(th2), y2 + half * jnp.sin(th2)])
