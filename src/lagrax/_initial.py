@@ -5,6 +5,7 @@ from collections.abc import Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import lineax as lnx
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
@@ -132,36 +133,119 @@ def _failure_message() -> str:
 
 @eqx.filter_jit
 def _consistent_state(system, q, qd, params, t, free_q, free_qd, max_iterations):
+    free_q = jnp.asarray(free_q, q.dtype)
+    free_qd = jnp.asarray(free_qd, q.dtype)
+    (q_new, _), res_q = _nearest_point(
+        system, q, params, t, free_q, max_iterations=max_iterations
+    )
+    # The velocities are one linear least-squares step: differentiable as it is.
+    _, jac, phi_t = constraint_jacobian(system, t, q_new, params)
+    correction = _min_norm(jac * free_qd, jac @ qd + phi_t)
+    qd = qd - free_qd * correction
+    res_qd = _inf(jac @ qd + phi_t) / jnp.maximum(1, _inf(qd))
+    return q_new, qd, res_q, res_qd
+
+
+def _min_norm(matrix, vector):
+    """The least-norm least-squares solution x of matrix x = vector."""
+    return lnx.linear_solve(lnx.MatrixLinearOperator(matrix), vector, lnx.SVD()).value
+
+
+@eqx.filter_custom_jvp
+def _nearest_point(system, q, params, t, free, *, max_iterations):
+    return _closest_point(system, q, params, t, free, max_iterations)
+
+
+@_nearest_point.def_jvp
+def _nearest_point_jvp(primals, tangents, *, max_iterations):
+    """The implicit function theorem on the least-distance conditions G = 0:
+    dG/droot droot = -dG/dinputs dinputs, never differentiating the iterations."""
+    system, q, params, t, free = primals
+    (x, mu), res = _closest_point(system, q, params, t, free, max_iterations)
+    _, t_q, t_params, t_t, _ = tangents
+
+    def of_inputs(q_, params_, t_):
+        return _closest_point_conditions((x, mu), system, q_, params_, t_, free)
+
+    out, rhs = eqx.filter_jvp(of_inputs, (q, params, t), (t_q, t_params, t_t))
+    # Outputs that no differentiated input reaches come back as None.
+    rhs = jax.tree.map(
+        lambda r, o: -jnp.zeros_like(o) if r is None else -r,
+        rhs,
+        out,
+        is_leaf=lambda x: x is None,
+    )
+    operator = lnx.JacobianLinearOperator(
+        lambda root, _: _closest_point_conditions(root, system, q, params, t, free),
+        (x, mu),
+    )
+    droot = lnx.linear_solve(operator, rhs, lnx.SVD()).value
+    return ((x, mu), res), (droot, jnp.zeros_like(res))
+
+
+def _closest_point(system, q, params, t, free, max_iterations):
+    """The point of phi(t, x) = 0 nearest to q that differs from q only in the free
+    coordinates, with the multipliers of that least-distance problem.
+
+    First Gauss-Newton with minimal-norm steps and a backtracking line search on
+    |phi|, which converges from rough guesses; then the Gauss-Newton iteration of
+    the least-distance problem itself, x <- q + F d with
+    d = -pinv(J F) (phi(x) + J (q - x)), which moves the point along the manifold
+    to the nearest one. Its optimality conditions are what the implicit function
+    theorem differentiates (`_closest_point_conditions`).
+    """
     dtype = q.dtype
     eps = jnp.finfo(dtype).eps
-    free_q = jnp.asarray(free_q, dtype)
-    free_qd = jnp.asarray(free_qd, dtype)
+    steps = _STEPS.astype(dtype)
 
-    def residual(q_):
-        return jnp.linalg.norm(constraint_value(system, t, q_, params))
+    def residual(x):
+        return jnp.linalg.norm(constraint_value(system, t, x, params))
 
-    def cond(carry):
-        q_, it, res, step = carry
-        return (it < max_iterations) & (res > 0) & (step > 4 * eps * (1 + _inf(q_)))
+    def small(dx, x):
+        return _inf(dx) <= 4 * eps * (1 + _inf(x))
 
-    def body(carry):
-        q_, it, res, _ = carry
-        phi, jac, _ = constraint_jacobian(system, t, q_, params)
-        dq = -free_q * jnp.linalg.lstsq(jac * free_q, phi)[0]
-        steps = _STEPS.astype(dtype)
-        trial = jax.vmap(lambda a: residual(q_ + a * dq))(steps)
+    def newton(carry):
+        x, it, res, _ = carry
+        phi, jac, _ = constraint_jacobian(system, t, x, params)
+        dx = -free * jnp.linalg.lstsq(jac * free, phi)[0]
+        trial = jax.vmap(lambda a: residual(x + a * dx))(steps)
         better = trial < res
         first = jnp.argmax(better)  # the longest step that reduces |phi|
         a = jnp.where(better[first], steps[first], 0)
         res = jnp.where(better[first], trial[first], res)
-        return q_ + a * dq, it + 1, res, a * _inf(dq)
+        return x + a * dx, it + 1, res, small(a * dx, x)
 
-    inf = jnp.asarray(jnp.inf, dtype)
-    q, _, _, _ = jax.lax.while_loop(cond, body, (q, 0, residual(q), inf))
-    phi, jac, phi_t = constraint_jacobian(system, t, q, params)
-    qd = qd - free_qd * jnp.linalg.lstsq(jac * free_qd, jac @ qd + phi_t)[0]
-    res_qd = _inf(jac @ qd + phi_t) / jnp.maximum(1, _inf(qd))
-    return q, qd, _inf(phi), res_qd
+    def newton_cond(carry):
+        _, it, res, done = carry
+        return (it < max_iterations) & (res > 0) & ~done
+
+    x, it, _, _ = jax.lax.while_loop(
+        newton_cond, newton, (q, 0, residual(q), jnp.asarray(False))
+    )
+
+    def nearest(carry):
+        x, it, _ = carry
+        phi, jac, _ = constraint_jacobian(system, t, x, params)
+        d = jnp.linalg.lstsq(jac * free, phi + jac @ (q - x))[0]
+        x_new = q - free * d
+        return x_new, it + 1, small(x_new - x, x)
+
+    def nearest_cond(carry):
+        _, it, done = carry
+        return (it < max_iterations) & ~done
+
+    x, _, _ = jax.lax.while_loop(nearest_cond, nearest, (x, it, jnp.asarray(False)))
+    phi, jac, _ = constraint_jacobian(system, t, x, params)
+    # Multipliers of min |F (x - q)|^2 / 2 s.t. phi = 0: F (x - q) + F J^T mu = 0.
+    mu = -jnp.linalg.lstsq((jac * free).T, free * (x - q))[0]
+    return (x, mu), _inf(phi)
+
+
+def _closest_point_conditions(root, system, q, params, t, free):
+    """Optimality of the least-distance problem: zero exactly at its solution."""
+    x, mu = root
+    phi, jac, _ = constraint_jacobian(system, t, x, params)
+    return (x - q) + free * (jac.T @ mu), phi
 
 
 def _inf(x: Array) -> Array:

@@ -1,0 +1,125 @@
+"""Gradients through whole trajectories against central finite differences."""
+
+import diffrax as dfx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lagrax as lx
+
+
+TS = jnp.linspace(0.0, 1.0, 5)
+TOL = dict(rtol=1e-12, atol=1e-12)
+
+
+def loss_of(model, **kwargs):
+    """A scalar of the whole trajectory: positions, velocities and forces."""
+
+    def loss(params, q0, qd0):
+        sol = lx.simulate(model.system, q0, qd0, params, t1=1.0, ts=TS, **TOL, **kwargs)
+        return (
+            jnp.sum(jnp.sin(sol.q)) + 0.1 * jnp.sum(sol.qd**2)
+            + 1e-3 * jnp.sum(sol.multipliers**2)
+        )  # fmt: skip
+
+    return loss
+
+
+def directional_check(loss, args, seed=0, h=1e-6, rtol=1e-5):
+    """grad(loss) . v against (loss(x + h v) - loss(x - h v)) / 2h, v random."""
+    rng = np.random.default_rng(seed)
+    direction = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=np.shape(x))), args)
+    grads = jax.jit(jax.grad(loss, argnums=tuple(range(len(args)))))(*args)
+    assert all(jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads))
+    ad = sum(
+        jnp.vdot(g, v)
+        for g, v in zip(jax.tree.leaves(grads), jax.tree.leaves(direction), strict=True)
+    )
+    f = jax.jit(loss)
+
+    def shifted(sign):
+        return f(*jax.tree.map(lambda x, v: x + sign * h * v, args, direction))
+
+    fd = (shifted(1.0) - shifted(-1.0)) / (2 * h)
+    assert float(ad) == pytest.approx(float(fd), rel=rtol, abs=1e-7)
+
+
+def _arrays(params):
+    return {k: jnp.asarray(v) for k, v in params.items()}
+
+
+PENDULUM = lx.systems.pendulum()
+
+
+@pytest.fixture(scope="module")
+def pendulum_args():
+    q0 = jnp.array([2.5 * np.sin(2.0), -2.5 * np.cos(2.0)])
+    return _arrays(PENDULUM.params), q0, jnp.zeros(2)
+
+
+@pytest.mark.parametrize(
+    "stabilization",
+    [lx.NoStabilization(), lx.Baumgarte(5.0, 5.0), lx.Projection()],
+    ids=["none", "baumgarte", "projection"],
+)
+def test_each_stabilization(pendulum_args, stabilization):
+    directional_check(loss_of(PENDULUM, stabilization=stabilization), pendulum_args)
+
+
+@pytest.mark.parametrize(
+    "saddle_solver", [lx.DenseLU(), lx.LeastSquares()], ids=["lu", "lstsq"]
+)
+def test_each_saddle_solver(pendulum_args, saddle_solver):
+    directional_check(loss_of(PENDULUM, saddle_solver=saddle_solver), pendulum_args)
+
+
+def test_slider_pendulum_through_its_initial_state():
+    """The consistent start depends on the parameters (the bar length): the
+    gradient flows through consistent_state by the implicit function theorem."""
+    model = lx.systems.slider_pendulum()
+    simulate = loss_of(model)
+
+    def loss(params):
+        q0, qd0 = model.initial_state(params)
+        return simulate(params, q0, qd0)
+
+    directional_check(loss, (_arrays(model.params),), seed=1)
+
+
+def test_double_pendulum():
+    model = lx.systems.double_pendulum()
+    q0, qd0 = model.initial_state()
+    params = _arrays({**model.params, "c": 0.2})
+    stabilization = lx.Baumgarte(5.0, 5.0)  # projection is covered above
+    directional_check(
+        loss_of(model, stabilization=stabilization), (params, q0, qd0), seed=2
+    )
+
+
+def test_forward_mode_with_the_forward_adjoint(pendulum_args):
+    params, q0, qd0 = pendulum_args
+
+    def final_state(q0):
+        sol = lx.simulate(
+            PENDULUM.system, q0, qd0, params, t1=1.0, adjoint=dfx.ForwardMode(), **TOL
+        )
+        return sol.q[-1]
+
+    jac_fwd = jax.jit(jax.jacfwd(final_state))(q0)
+    h = 1e-6
+    columns = [
+        (final_state(q0 + h * e) - final_state(q0 - h * e)) / (2 * h)
+        for e in jnp.eye(2)
+    ]
+    np.testing.assert_allclose(jac_fwd, jnp.stack(columns, axis=1), rtol=1e-5)
+
+
+def test_vmap_of_grad_equals_loop(pendulum_args):
+    params, q0, qd0 = pendulum_args
+    loss = loss_of(PENDULUM)
+    grad_g = jax.jit(jax.grad(lambda g: loss({**params, "g": g}, q0, qd0)))
+    gs = jnp.array([9.0, 9.81, 11.0])
+    np.testing.assert_allclose(
+        jax.vmap(grad_g)(gs), [grad_g(g) for g in gs], rtol=1e-10
+    )
