@@ -10,10 +10,7 @@ bounded; Projection keeps every reported state on the circle to round-off.
 Prints the constraint error and energy drift of each run and saves a figure.
 """
 
-import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,12 +21,9 @@ jax.config.update("jax_enable_x64", True)
 
 import diffrax as dfx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import matplotlib  # noqa: E402
-
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from _common import check_out, parser, save  # noqa: E402
 
 import lagrax as lx  # noqa: E402
 
@@ -42,19 +36,13 @@ STABILIZATIONS = {
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--t1", type=float, default=50.0, help="end time [s]")
-    parser.add_argument("--rtol", type=float, default=1e-6, help="rtol = atol")
-    parser.add_argument(
-        "--out", type=Path, default=Path("results/pendulum_drift.png"), help="figure"
-    )
-    parser.add_argument("--force", action="store_true", help="overwrite --out")
-    parser.add_argument("--quick", action="store_true", help="5 s instead of --t1")
-    args = parser.parse_args(argv)
+    p = parser(__doc__, "results/pendulum_drift.png")
+    p.add_argument("--t1", type=float, default=50.0, help="end time [s]")
+    p.add_argument("--rtol", type=float, default=1e-6, help="rtol = atol")
+    args = p.parse_args(argv)
     if args.quick:
         args.t1 = 5.0
-    if args.out.exists() and not args.force:
-        parser.error(f"{args.out} exists; pass --force to overwrite it")
+    check_out(p, args)
     return args
 
 
@@ -115,18 +103,8 @@ def plot(model, runs, path: Path):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle("Cartesian pendulum: constraint drift under each stabilization")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Write beside the target and rename, so a crash never leaves half a file.
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    save(lambda tmp: fig.savefig(tmp, dpi=120), path)
     plt.close(fig)
-    print(f"figure: {path}")
 
 
 def main(argv=None):

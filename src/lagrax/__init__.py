@@ -4,6 +4,11 @@ import importlib.metadata
 
 from . import systems as systems
 from ._dynamics import accelerations as accelerations
+from ._fit import (
+    FitResult as FitResult,
+    fit as fit,
+    relative_squared_error as relative_squared_error,
+)
 from ._initial import consistent_state as consistent_state
 from ._mechanics import Mechanics as Mechanics, energy as energy, mechanics as mechanics
 from ._results import RESULTS as RESULTS

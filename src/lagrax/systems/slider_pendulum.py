@@ -30,6 +30,11 @@ def _constraints(t, q, p):
     )
 
 
+def _forces(t, q, qd, p):
+    # A viscous damper c in parallel with the spring, acting on x1.
+    return jnp.zeros_like(qd).at[0].set(-p["c"] * qd[0])
+
+
 def _points(t, q, p):
     x1, y1, _, x2, y2, th2 = q
     half = p["L"] / 2
@@ -40,7 +45,8 @@ def _points(t, q, p):
 def slider_pendulum() -> Model:
     """Block (m1 = 0.1 kg, a x b = 0.10 x 0.05 m) on the track y = 0 with a spring.
 
-    The block is held by a spring k = 10 N/m to x1 = 0; a uniform bar
+    The block is held by a spring k = 10 N/m to x1 = 0, with a viscous damper c
+    (default 0) in parallel; a uniform bar
     (m2 = 0.3 kg, L = 0.4 m, I2 = m2 L^2 / 12) is pinned at its end to the block
     centre. Absolute coordinates q = (x1, y1, th1, x2, y2, th2) of both bodies'
     mass centres and angles; four constraints: y1 = 0, th1 = 0 (the track) and the
@@ -51,7 +57,7 @@ def slider_pendulum() -> Model:
     return Model(
         name="slider_pendulum",
         description="block on a sprung horizontal track with a pinned bar (6 coords)",
-        system=System(_lagrangian, _constraints),
+        system=System(_lagrangian, _constraints, _forces),
         params={
             "m1": 0.1,
             "a": 0.10,
@@ -59,6 +65,7 @@ def slider_pendulum() -> Model:
             "m2": 0.3,
             "L": 0.4,
             "k": 10.0,
+            "c": 0.0,
             "g": 9.81,
         },
         coordinates=("x1", "y1", "th1", "x2", "y2", "th2"),
