@@ -3,6 +3,12 @@
 import importlib.metadata
 
 from . import systems as systems
+from ._control import (
+    AbstractControl as AbstractControl,
+    CubicSpline as CubicSpline,
+    PiecewiseLinear as PiecewiseLinear,
+    saturate as saturate,
+)
 from ._dynamics import accelerations as accelerations
 from ._fit import (
     FitResult as FitResult,

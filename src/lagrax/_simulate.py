@@ -44,6 +44,7 @@ def simulate(
     atol: RealScalarLike = 1e-8,
     stepsize_controller: dfx.AbstractStepSizeController | None = None,
     dt0: RealScalarLike | None = None,
+    step_ts: Real[ArrayLike, " K"] | None = None,
     max_steps: int = 4096,
     adjoint: dfx.AbstractAdjoint | None = None,
     progress: bool | dfx.AbstractProgressMeter = False,
@@ -78,6 +79,9 @@ def simulate(
     - `stepsize_controller`: any diffrax step-size controller; overrides rtol and
         atol. For fixed steps: `diffrax.ConstantStepSize()` with `dt0`.
     - `dt0`: initial (or fixed) step; default chosen automatically.
+    - `step_ts`: times the solver must step to exactly, e.g. the knots of a
+        piecewise-linear control (`control.knots`), where the forces have kinks:
+        keeps the accuracy there, for the solution and for its gradient.
     - `max_steps`: the most steps the solver may take.
     - `adjoint`: how to differentiate the solve, any `diffrax.AbstractAdjoint`.
         Default `diffrax.RecursiveCheckpointAdjoint()`.
@@ -110,6 +114,10 @@ def simulate(
         _warn_if_too_tight(rtol, atol, dtype)
         stepsize_controller = dfx.PIDController(
             rtol=jnp.asarray(rtol, dtype), atol=jnp.asarray(atol, dtype)
+        )
+    if step_ts is not None:
+        stepsize_controller = dfx.ClipStepSizeController(
+            stepsize_controller, step_ts=jnp.asarray(step_ts, dtype)
         )
     if adjoint is None:
         adjoint = dfx.RecursiveCheckpointAdjoint()
