@@ -224,3 +224,18 @@ def test_adjoints_through_the_projection_wrapper(adjoint):
     assert float(jax.grad(final_x)(9.81, adjoint)) == pytest.approx(
         float(reference), rel=1e-6
     )
+
+
+def test_event_stops_at_the_crossing():
+    def lagrangian(t, q, qd, p):
+        return 0.5 * qd @ qd - 0.5 * p["w"] ** 2 * q @ q
+
+    def crossing(t, q, qd, p):
+        return q[0]
+
+    sol = lx.simulate(
+        lx.System(lagrangian), jnp.ones(1), jnp.zeros(1), {"w": 2.0}, t1=10.0,
+        event=crossing, rtol=1e-12, atol=1e-12,
+    )  # fmt: skip
+    assert float(sol.ts[-1]) == pytest.approx(np.pi / 4, rel=1e-10)
+    assert sol.result == lx.RESULTS.event_occurred  # and no error was raised

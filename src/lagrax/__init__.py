@@ -3,6 +3,7 @@
 import importlib.metadata
 
 from . import systems as systems
+from ._batch import simulate_batch as simulate_batch
 from ._control import (
     AbstractControl as AbstractControl,
     CubicSpline as CubicSpline,

@@ -31,7 +31,8 @@ def solve_dynamics(
 def check_result(x, result: RESULTS, throw: bool):
     """Raise the message of `result` at runtime if it is a failure and `throw`."""
     if throw:
-        x = result.error_if(x, result != RESULTS.successful)
+        failed = (result != RESULTS.successful) & (result != RESULTS.event_occurred)
+        x = result.error_if(x, failed)
     return x
 
 

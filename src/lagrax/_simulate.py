@@ -1,11 +1,14 @@
 """`simulate`: integrate a constrained system with diffrax."""
 
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import optimistix as optx
 from jaxtyping import ArrayLike, Float, Real
 
 from ._custom_types import Params, RealScalarLike
@@ -45,6 +48,7 @@ def simulate(
     stepsize_controller: dfx.AbstractStepSizeController | None = None,
     dt0: RealScalarLike | None = None,
     step_ts: Real[ArrayLike, " K"] | None = None,
+    event: Callable[..., Any] | None = None,
     max_steps: int = 4096,
     adjoint: dfx.AbstractAdjoint | None = None,
     progress: bool | dfx.AbstractProgressMeter = False,
@@ -82,6 +86,10 @@ def simulate(
     - `step_ts`: times the solver must step to exactly, e.g. the knots of a
         piecewise-linear control (`control.knots`), where the forces have kinks:
         keeps the accuracy there, for the solution and for its gradient.
+    - `event`: `event(t, q, qd, params) -> scalar`: the simulation stops where it
+        changes sign, located by Newton's method on the solver's interpolant; the
+        last saved time is then the event time (`result` says
+        `RESULTS.event_occurred`).
     - `max_steps`: the most steps the solver may take.
     - `adjoint`: how to differentiate the solve, any `diffrax.AbstractAdjoint`.
         Default `diffrax.RecursiveCheckpointAdjoint()`.
@@ -113,11 +121,11 @@ def simulate(
     if stepsize_controller is None:
         _warn_if_too_tight(rtol, atol, dtype)
         stepsize_controller = dfx.PIDController(
-            rtol=jnp.asarray(rtol, dtype), atol=jnp.asarray(atol, dtype)
+            rtol=_strong(rtol, dtype), atol=_strong(atol, dtype)
         )
     if step_ts is not None:
         stepsize_controller = dfx.ClipStepSizeController(
-            stepsize_controller, step_ts=jnp.asarray(step_ts, dtype)
+            stepsize_controller, step_ts=_strong(step_ts, dtype)
         )
     if adjoint is None:
         adjoint = dfx.RecursiveCheckpointAdjoint()
@@ -125,13 +133,13 @@ def simulate(
         progress = dfx.TqdmProgressMeter()
     elif progress is False:
         progress = dfx.NoProgressMeter()
-    times = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
+    times = _strong(t0, dtype), _strong(t1, dtype)
     if ts is not None:
-        ts = jnp.asarray(ts, dtype)
+        ts = _strong(ts, dtype)
         if ts.ndim != 1:
             raise ValueError(f"simulate: ts must be 1-D, got shape {ts.shape}.")
     if dt0 is not None:
-        dt0 = jnp.asarray(dt0, dtype)
+        dt0 = _strong(dt0, dtype)
     return _simulate(
         system,
         stabilization,
@@ -146,6 +154,7 @@ def simulate(
         times,
         ts,
         dt0,
+        event,
         max_steps,
         throw,
     )
@@ -166,6 +175,7 @@ def _simulate(
     times,
     ts,
     dt0,
+    event,
     max_steps,
     throw,
 ) -> Trajectory:
@@ -195,6 +205,7 @@ def _simulate(
         max_steps=max_steps,
         throw=False,
         progress_meter=progress,
+        event=None if event is None else _event(event, q0.dtype),
     )
     result = RESULTS.promote(sol.result)
     result = RESULTS.where(
@@ -206,6 +217,25 @@ def _simulate(
         system, stabilization, saddle_solver, sol.ts, q, qd, params, sol.stats, result
     )
     return check_result(traj, traj.result, throw)
+
+
+def _strong(x, dtype):
+    # Strongly typed in the state's dtype: a weakly typed time (from a Python
+    # float) would make diffrax's internal closures see two different types.
+    return jnp.array(x, dtype=dtype)
+
+
+class _EventCondition(eqx.Module):
+    fn: Callable[..., Any]
+
+    def __call__(self, t, y, args, **kwargs):
+        q, qd = y
+        return self.fn(t, q, qd, args)
+
+
+def _event(fn, dtype) -> dfx.Event:
+    tol = 100 * float(jnp.finfo(dtype).eps)
+    return dfx.Event(_EventCondition(fn), root_finder=optx.Newton(rtol=tol, atol=tol))
 
 
 def _warn_if_too_tight(rtol, atol, dtype) -> None:

@@ -75,4 +75,6 @@ def evaluate_trajectory(
     failed = (saddle_results != RESULTS.successful) & finite
     first = jax.tree.map(lambda v: v[jnp.argmax(failed)], saddle_results)
     result = RESULTS.where(jnp.any(failed), first, result)
+    # Arrays, not Python ints, so that a Trajectory can leave vmap and shard_map.
+    stats = {k: jnp.asarray(v) for k, v in stats.items()}
     return Trajectory(ts, q, qd, qdd, lam, phi, phi_dot, e, stats, result)

@@ -1,0 +1,125 @@
+"""`simulate_batch`: many simulations at once, sharded over the devices."""
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jaxtyping import ArrayLike, Float
+
+from ._custom_types import Params
+from ._inputs import coerce_params
+from ._simulate import simulate
+from ._system import System
+from ._trajectory import Trajectory
+
+
+AXIS = "batch"
+
+
+def simulate_batch(
+    system: System,
+    q0s: Float[ArrayLike, "B n"],
+    qd0s: Float[ArrayLike, "B n"],
+    params: Params,
+    *,
+    params_batched: bool = False,
+    devices: list[jax.Device] | None = None,
+    **simulate_kwargs: Any,
+) -> Trajectory:
+    """Simulate a batch of initial states (and parameters) over all devices.
+
+    `jax.vmap` of [`lagrax.simulate`][] over the batch, its batch axis sharded
+    over the devices with a `NamedSharding` on a one-axis `Mesh` (axis name
+    `"batch"`), so that XLA partitions the solve: each device integrates its
+    share. The numbers equal those of an unsharded `jax.vmap` (and of a loop) to
+    round-off.
+
+    A batch that does not divide evenly over the devices is padded by repeating
+    its last member, and the padding removed from the result.
+
+    Several hosts: call `jax.distributed.initialize()` first on every process and
+    pass the same full batch everywhere; the devices default to `jax.devices()`,
+    all of them, and the result is a global array sharded over the batch (gather
+    it with `jax.experimental.multihost_utils.process_allgather`). Then the batch
+    must divide evenly over the devices.
+
+    **Arguments:**
+
+    - `system`, `params`, `**simulate_kwargs`: as for [`lagrax.simulate`][]
+        (`t1=` is required).
+    - `q0s`, `qd0s`: (B, n) initial states, consistent with the constraints.
+    - `params_batched`: whether every leaf of `params` has a leading batch axis
+        of size B (one parameter set per member); otherwise the same parameters
+        are used for all.
+    - `devices`: the devices to use; default all (`jax.devices()`).
+
+    **Returns:**
+
+    A [`lagrax.Trajectory`][] whose fields have a leading batch axis (B, ...).
+    """
+    q0s = jnp.asarray(q0s)
+    qd0s = jnp.asarray(qd0s)
+    if q0s.ndim != 2 or q0s.shape != qd0s.shape:
+        raise ValueError(
+            "simulate_batch: q0s and qd0s must both have shape (B, n), got "
+            f"{q0s.shape} and {qd0s.shape}."
+        )
+    dtype = jnp.result_type(q0s, qd0s, float)
+    q0s, qd0s = q0s.astype(dtype), qd0s.astype(dtype)
+    params = coerce_params(params)
+    # Floats (t1, tolerances) as arrays: new values must not recompile.
+    simulate_kwargs = coerce_params(simulate_kwargs)
+    batch = q0s.shape[0]
+    if params_batched:
+        for leaf in jax.tree.leaves(params):
+            if jnp.ndim(leaf) == 0 or jnp.shape(leaf)[0] != batch:
+                raise ValueError(
+                    "simulate_batch: with params_batched=True every leaf of params "
+                    f"needs a leading axis of size {batch}; got one of shape "
+                    f"{jnp.shape(leaf)}."
+                )
+    devices = jax.devices() if devices is None else list(devices)
+    mesh = Mesh(np.asarray(devices), (AXIS,))
+    padded = -(-batch // len(devices)) * len(devices)
+
+    def pad(x):
+        x = jnp.asarray(x)
+        if padded == batch:
+            return x
+        return jnp.concatenate([x, jnp.repeat(x[-1:], padded - batch, axis=0)])
+
+    q0s, qd0s = pad(q0s), pad(qd0s)
+    if params_batched:
+        params = jax.tree.map(pad, params)
+    out = _sharded(system, mesh, q0s, qd0s, params, params_batched, simulate_kwargs)
+    if padded != batch:
+        out = jax.tree.map(lambda x: x[:batch] if eqx.is_array(x) else x, out)
+    return out
+
+
+@eqx.filter_jit
+def _sharded(system, mesh, q0s, qd0s, params, params_batched, simulate_kwargs):
+    # GSPMD: constrain the batch axis of the inputs to the mesh and let XLA
+    # partition the vmapped solve along it.
+    batched = NamedSharding(mesh, PartitionSpec(AXIS))
+    q0s = jax.lax.with_sharding_constraint(q0s, batched)
+    qd0s = jax.lax.with_sharding_constraint(qd0s, batched)
+    if params_batched:
+        params = jax.tree.map(
+            lambda x: jax.lax.with_sharding_constraint(x, batched), params
+        )
+    out = jax.vmap(
+        lambda q, qd, p: simulate(system, q, qd, p, **simulate_kwargs),
+        in_axes=(0, 0, 0 if params_batched else None),
+    )(q0s, qd0s, params)
+    return jax.tree.map(
+        lambda x: (
+            jax.lax.with_sharding_constraint(x, batched)
+            if eqx.is_array(x) and x.ndim > 0
+            else x
+        ),
+        out,
+    )
