@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,25 +39,40 @@ def test_readme_commands_match_ci():
     assert test_command in readme and test_command in ci
 
 
-def test_pendulum_drift_example(tmp_path):
-    figure = tmp_path / "drift.png"
+EXAMPLES = sorted(
+    p.name for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_")
+)
+
+# What each example must print (with --quick): a line a user would look for.
+EXPECTED = {
+    "pendulum_drift.py": r"lambda\(0\) = 3\.685",
+    "fit_parameters.py": r"k +10\.0000 +14\.0000",
+    "swing_up.py": r"final angle -?\d+\.\d+ deg",
+    "period_sweep.py": r"worst relative error of the period: \d\.\d+e-(1\d|0[7-9])",
+}
+
+
+def test_every_example_is_covered():
+    assert sorted(EXPECTED) == EXAMPLES
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_runs_quick(name, tmp_path):
+    figure = tmp_path / "figure.png"
     out = _run(
-        [str(ROOT / "examples" / "pendulum_drift.py"), "--quick", "--out", str(figure)],
-        cwd=tmp_path,
+        [str(ROOT / "examples" / name), "--quick", "--out", str(figure)], tmp_path
     )
-    assert "lambda(0) = 3.685" in out and "projection" in out
+    assert re.search(EXPECTED[name], out), out
     assert figure.stat().st_size > 10_000
-    # An existing figure is not overwritten without --force.
+
+
+def test_examples_do_not_overwrite_without_force(tmp_path):
+    figure = tmp_path / "figure.png"
+    figure.write_bytes(b"keep me")
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "pendulum_drift.py"),
-            "--quick",
-            "--out",
-            str(figure),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+        [sys.executable, str(ROOT / "examples" / "pendulum_drift.py"), "--quick",
+         "--out", str(figure)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
     assert proc.returncode == 2 and "--force" in proc.stderr
+    assert figure.read_bytes() == b"keep me"
