@@ -84,7 +84,8 @@ def test_slider_pendulum_through_its_initial_state():
         q0, qd0 = model.initial_state(params)
         return simulate(params, q0, qd0)
 
-    directional_check(loss, (_arrays(model.params),), seed=1)
+    # h = 1e-4: adaptive steps and the Newton solves make the loss noisy at 1e-11.
+    directional_check(loss, (_arrays(model.params),), seed=1, h=1e-4)
 
 
 def test_double_pendulum():
