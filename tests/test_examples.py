@@ -35,7 +35,7 @@ def test_readme_code_runs(tmp_path):
 def test_readme_commands_match_ci():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    test_command = 'python -m pip install -e ".[test]" && python -m pytest'
+    test_command = 'python -m pip install -e ".[test]" && python -m pytest -n auto'
     assert test_command in readme and test_command in ci
 
 

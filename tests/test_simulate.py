@@ -95,16 +95,6 @@ def test_grad_matches_finite_differences(final_x):
     assert float(grad[1]["m"]) == pytest.approx(0.0, abs=1e-9)  # mass cancels
 
 
-def test_grad_through_projection_and_vmap():
-    def loss(g):
-        q0, qd0 = _start(0.4)
-        sol = lx.simulate(MODEL.system, q0, qd0, {**P, "g": g}, t1=0.5)
-        return sol.q[-1, 1]
-
-    grads = jax.vmap(jax.grad(loss))(jnp.array([9.0, 9.81]))
-    assert jnp.all(jnp.isfinite(grads)) and jnp.all(grads != 0)
-
-
 def test_unconstrained_harmonic_oscillator():
     def lagrangian(t, q, qd, p):
         return 0.5 * qd @ qd - 0.5 * p["w"] ** 2 * q @ q

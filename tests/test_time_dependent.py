@@ -109,8 +109,8 @@ def test_time_dependent_constraint(reference, stabilization):
     np.testing.assert_allclose(sol.q, rel + pivot, atol=1e-9)
     np.testing.assert_allclose(sol.qd, rel_d + pivot_d, atol=1e-8)
     np.testing.assert_allclose(sol.multipliers[:, 0], _rod_force(th, om, TS), atol=1e-7)
-    assert np.abs(np.asarray(sol.phi)).max() < 1e-9
-    assert np.abs(np.asarray(sol.phi_dot)).max() < 1e-9
+    assert np.abs(np.asarray(sol.phi)).max() < 1e-8  # drift, without projection
+    assert np.abs(np.asarray(sol.phi_dot)).max() < 1e-8
 
 
 def test_time_dependent_lagrangian(reference):
