@@ -34,14 +34,18 @@ ADJOINTS = {
 }
 
 
-def best_time(fn, args, repeats):
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def best_times(fns, args, repeats):
+    """The fastest of `repeats` runs of each function, the runs interleaved so
+    that a slow spell of the machine hits all of them alike."""
+    for fn in fns:
         jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return float(np.min(times))
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, record in zip(fns, times, strict=True):
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            record.append(time.perf_counter() - start)
+    return [float(np.min(t)) for t in times]
 
 
 def measure(model, adjoint, repeats):
@@ -58,8 +62,10 @@ def measure(model, adjoint, repeats):
         return jnp.sum(sol.q**2) + jnp.sum(sol.qd**2) + jnp.sum(sol.multipliers**2)
 
     args = (params, q0, qd0)
-    forward = best_time(jax.jit(loss), args, repeats)
-    reverse = best_time(jax.jit(jax.value_and_grad(loss, (0, 1, 2))), args, repeats)
+    value_and_grad = jax.value_and_grad(loss, (0, 1, 2))
+    forward, reverse = best_times(
+        [jax.jit(loss), jax.jit(value_and_grad)], args, repeats
+    )
     return forward, reverse
 
 

@@ -13,6 +13,7 @@ systems below `UNROLL_FLOPS` are written out; larger ones use LAPACK.
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float
@@ -35,57 +36,91 @@ def unrolled(n: int, m: int) -> bool:
     return (n**3 + 3 * n**2 * m + 3 * n * m**2 + m**3) / 6 <= UNROLL_FLOPS
 
 
+@jax.custom_jvp
 def schur_solve(mass, jac, force, rhs) -> SchurFactors:
     """Solve M qdd - J^T lam = f, J qdd = rhs by the Schur complement on M.
 
     With M = L L^T, Y = L^-1 J^T, z = L^-1 f: W = Y^T Y, W lam = rhs - Y^T z,
     qdd = L^-T (z + Y lam).
+
+    Differentiated as a linear solve, not through the factorizations: with K the
+    saddle matrix, d(qdd, lam) = K^-1 ((df, drhs) - dK (qdd, lam)), one more solve
+    with the same factors (and, in reverse mode, its transpose).
     """
+    return _factor_and_solve(mass, jac, force, rhs)[0]
+
+
+@schur_solve.defjvp
+def _schur_solve_jvp(primals, tangents):
+    mass, jac, force, rhs = primals
+    d_mass, d_jac, d_force, d_rhs = tangents
+    out, solve = _factor_and_solve(mass, jac, force, rhs)
+    d_qdd, d_lam = solve(
+        d_force - d_mass @ out.qdd + d_jac.T @ out.lam, d_rhs - d_jac @ out.qdd
+    )
+    zeros = [jnp.zeros_like(x) for x in out[2:]]
+    return out, SchurFactors(d_qdd, d_lam, *zeros)
+
+
+def _factor_and_solve(mass, jac, force, rhs):
+    """The solution, and the solve (f, rhs) -> (qdd, lam) with the same factors."""
     n, m = jac.shape[1], jac.shape[0]
     if unrolled(n, m):
-        return _schur_scalar(mass, jac, force, rhs)
-    return _schur_lapack(mass, jac, force, rhs)
+        solve, pivots = _factor_scalar(mass, jac)
+    else:
+        solve, pivots = _factor_lapack(mass, jac)
+    qdd, lam = solve(force, rhs)
+    return SchurFactors(qdd, lam, *pivots), solve
 
 
-def _schur_lapack(mass, jac, force, rhs) -> SchurFactors:
+def _factor_lapack(mass, jac):
     chol = jnp.linalg.cholesky(mass)
-    z = jsl.solve_triangular(chol, force, lower=True)
+    empty = jnp.zeros((0,), mass.dtype)
     if jac.shape[0] == 0:
-        qdd = jsl.solve_triangular(chol, z, lower=True, trans="T")
-        empty = jnp.zeros((0,), mass.dtype)
-        return SchurFactors(qdd, empty, jnp.diagonal(chol), empty, empty)
+
+        def solve_unconstrained(force, rhs):
+            z = jsl.solve_triangular(chol, force, lower=True)
+            return jsl.solve_triangular(chol, z, lower=True, trans="T"), empty
+
+        return solve_unconstrained, (jnp.diagonal(chol), empty, empty)
     y = jsl.solve_triangular(chol, jac.T, lower=True)
     delassus = y.T @ y
     chol_w = jnp.linalg.cholesky(delassus)
-    lam = jsl.cho_solve((chol_w, True), rhs - y.T @ z)
-    qdd = jsl.solve_triangular(chol, z + y @ lam, lower=True, trans="T")
-    return SchurFactors(
-        qdd, lam, jnp.diagonal(chol), jnp.diagonal(chol_w), jnp.diagonal(delassus)
-    )
+
+    def solve(force, rhs):
+        z = jsl.solve_triangular(chol, force, lower=True)
+        lam = jsl.cho_solve((chol_w, True), rhs - y.T @ z)
+        qdd = jsl.solve_triangular(chol, z + y @ lam, lower=True, trans="T")
+        return qdd, lam
+
+    pivots = (jnp.diagonal(chol), jnp.diagonal(chol_w), jnp.diagonal(delassus))
+    return solve, pivots
 
 
-def _schur_scalar(mass, jac, force, rhs) -> SchurFactors:
+def _factor_scalar(mass, jac):
     n, m = jac.shape[1], jac.shape[0]
+    dtype = mass.dtype
     chol = _cholesky([[mass[i, j] for j in range(i + 1)] for i in range(n)])
-    z = _forward(chol, [force[i] for i in range(n)])
     y = [_forward(chol, [jac[c, i] for i in range(n)]) for c in range(m)]
     delassus = [
         [sum(y[a][k] * y[b][k] for k in range(n)) for b in range(a + 1)]
         for a in range(m)
     ]
     chol_w = _cholesky(delassus)
-    residual = [rhs[a] - sum(y[a][k] * z[k] for k in range(n)) for a in range(m)]
-    lam = _backward(chol_w, _forward(chol_w, residual))
-    u = [z[k] + sum(y[a][k] * lam[a] for a in range(m)) for k in range(n)]
-    qdd = _backward(chol, u)
-    dtype = mass.dtype
-    return SchurFactors(
-        _stack(qdd, dtype),
-        _stack(lam, dtype),
+
+    def solve(force, rhs):
+        z = _forward(chol, [force[i] for i in range(n)])
+        residual = [rhs[a] - sum(y[a][k] * z[k] for k in range(n)) for a in range(m)]
+        lam = _backward(chol_w, _forward(chol_w, residual))
+        u = [z[k] + sum(y[a][k] * lam[a] for a in range(m)) for k in range(n)]
+        return _stack(_backward(chol, u), dtype), _stack(lam, dtype)
+
+    pivots = (
         _stack([chol[i][i] for i in range(n)], dtype),
         _stack([chol_w[a][a] for a in range(m)], dtype),
         _stack([delassus[a][a] for a in range(m)], dtype),
     )
+    return solve, pivots
 
 
 def _stack(xs, dtype) -> Array:
