@@ -28,6 +28,10 @@ class Model(eqx.Module):
         rest; `initial_state()` does that.
     - `points`: `points(t, q, params) -> (k, 2)`, points of the mechanism in the
         plane, and `segments`, pairs of point indices to draw as links.
+    - `constraint_forces`: `constraint_forces(t, q, lam, params) -> (points,
+        forces)`, both (k, 2): where constraint forces act in the plane (joints)
+        and the force vectors there, from the multipliers lam; drawn in the
+        animations of the `lagrax` command.
     - `reference`: a published reference solution, where one exists: a dict with
         the time `t` and the values of `q`, `qd`, ... there, in lagrax's sign
         convention.
@@ -46,6 +50,7 @@ class Model(eqx.Module):
     fixed_qd: tuple[int, ...] = eqx.field(static=True, default=())
     points: Callable[[Array, Array, Params], Array] | None = None
     segments: tuple[tuple[int, int], ...] = eqx.field(static=True, default=())
+    constraint_forces: Callable[..., tuple[Array, Array]] | None = None
     reference: dict[str, Any] | None = eqx.field(static=True, default=None)
 
     def initial_state(

@@ -49,6 +49,16 @@ REFERENCE = {
 """The IVP Test Set's reference solution at t = 3 (same sign convention)."""
 
 
+def _constraint_forces(t, q, lam, p):
+    # The rolling constraint on the left wheel pushes along (xb, yb); the axle
+    # length constraint acts along the axle on the right wheel.
+    xb, yb = _bump(t, p)
+    left, right = q[:2], q[2:]
+    rolling = lam[0] * jnp.stack([xb, yb]).astype(q.dtype)
+    axle = -2 * lam[1] * (left - right)
+    return jnp.stack([left, right]), jnp.stack([rolling, axle])
+
+
 def car_axis() -> Model:
     """A car axle on two springs, its right wheel driven over a bump.
 
@@ -80,6 +90,7 @@ def car_axis() -> Model:
         qd_guess=(-0.5, 0.0, -0.5, 0.0),
         fixed_qd=(0, 2),
         points=_points,
+        constraint_forces=_constraint_forces,
         reference=REFERENCE,
         segments=((0, 1), (1, 2), (2, 3)),
     )

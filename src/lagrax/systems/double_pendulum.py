@@ -44,6 +44,12 @@ def _points(t, q, params):
     return jnp.stack([jnp.zeros(2, q.dtype), r1, r2])
 
 
+def _constraint_forces(t, q, lam, params):
+    # Each length constraint pulls along its link, at the link's tip.
+    r1, r2 = _tips(q)
+    return jnp.stack([r1, r2]), jnp.stack([2 * lam[0] * q[:2], 2 * lam[1] * q[2:]])
+
+
 def double_pendulum() -> Model:
     """Two links (m = 1, l = 2) in Cartesian coordinates, with a torsion spring.
 
@@ -68,5 +74,6 @@ def double_pendulum() -> Model:
         q_guess=(start,) * 4,
         qd_guess=(1.0, -1.0, 1.0, -1.0),
         points=_points,
+        constraint_forces=_constraint_forces,
         segments=((0, 1), (1, 2)),
     )

@@ -19,6 +19,11 @@ def _points(t, q, params):
     return jnp.stack([jnp.zeros(2, q.dtype), q])
 
 
+def _constraint_forces(t, q, lam, params):
+    # The rod's pull on the bob: J^T lam with J = 2 q^T.
+    return q[None], (2 * lam[0] * q)[None]
+
+
 def pendulum() -> Model:
     """A point mass m at q = (x, y) on a rod of length l from the origin.
 
@@ -38,5 +43,6 @@ def pendulum() -> Model:
         q_guess=(0.86, 2.35),
         qd_guess=(0.0, 0.0),
         points=_points,
+        constraint_forces=_constraint_forces,
         segments=((0, 1),),
     )

@@ -42,6 +42,15 @@ def _points(t, q, p):
     return jnp.stack([jnp.zeros(2, q.dtype), jnp.stack([x1, y1]), tip])
 
 
+def _constraint_forces(t, q, lam, params):
+    # The track's reaction on the block (y1 = 0 gives the force (0, lam0)), and
+    # the pin force on the bar at the block centre (the pin rows are
+    # r1 - r_end(q2), so lam[2:] acts on the block and -lam[2:] on the bar).
+    block = q[:2]
+    track = jnp.stack([jnp.zeros_like(lam[0]), lam[0]])
+    return jnp.stack([block, block]), jnp.stack([track, -lam[2:4]])
+
+
 def slider_pendulum() -> Model:
     """Block (m1 = 0.1 kg, a x b = 0.10 x 0.05 m) on the track y = 0 with a spring.
 
@@ -75,5 +84,6 @@ def slider_pendulum() -> Model:
         qd_guess=(0.0,) * 6,
         fixed_q=(0, 5),
         points=_points,
+        constraint_forces=_constraint_forces,
         segments=((0, 1), (1, 2)),
     )

@@ -1,0 +1,8 @@
+"""`python -m lagrax`: the `lagrax` command."""
+
+import sys
+
+from .cli import main
+
+
+sys.exit(main())

@@ -1,0 +1,539 @@
+"""The `lagrax` command: run a TOML config, write data, figures and an animation.
+
+    lagrax run configs/slider_pendulum.toml [--out DIR] [--force] [--set t1=2]
+    lagrax list
+
+Exit status: 0 on success, 2 for a config or command-line problem (one line on
+stderr, nothing written), 1 when a simulation fails (nothing written either).
+"""
+
+import argparse
+import contextlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import _config
+
+
+EPILOG = """\
+commands:
+  lagrax run CONFIG.toml   simulate what the config describes and write
+                           trajectory.npz/.csv, summary.json, figures and
+                           animation.gif into a new folder (default:
+                           results/<config name>/); see configs/ for examples
+  lagrax list              the built-in systems, their coordinates, constraints
+                           and parameters with defaults
+
+Float64 is on. Compiled code is cached in $LAGRAX_CACHE_DIR (default
+~/.cache/lagrax/jax), so a second run of a config does not compile again.
+"""
+
+
+class RunError(RuntimeError):
+    """A simulation that failed; the message says where and what to do."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "list":
+            return _list()
+        return _run(args)
+    except _config.ConfigError as e:
+        print(f"lagrax: error: {e}", file=sys.stderr)
+        return 2
+    except RunError as e:
+        print(f"lagrax: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("lagrax: interrupted; nothing written", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lagrax",
+        description="Simulate constrained mechanical systems from TOML configs.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="{run,list}")
+    run = sub.add_parser(
+        "run",
+        help="run a TOML config",
+        description="Run a TOML config and write its results into a new folder.",
+    )
+    run.add_argument("config", type=Path, help="the TOML config file")
+    run.add_argument(
+        "--out", type=Path, help="output folder (default: results/<config name>)"
+    )
+    run.add_argument(
+        "--force", action="store_true", help="replace an existing output folder"
+    )
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set t1=2.0 --set solver.rtol=1e-6 "
+        "(repeatable; VALUE in TOML syntax)",
+    )
+    run.add_argument(
+        "--no-cache", action="store_true", help="do not use the compilation cache"
+    )
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    sub.add_parser("list", help="list the built-in systems")
+    return p
+
+
+def _list() -> int:
+    from . import systems
+
+    for name in systems.BUILTIN:
+        model = systems.get(name)
+        print(f"{name}: {model.description}")
+        coords = ", ".join(
+            f"{c} [{u}]" for c, u in zip(model.coordinates, model.units, strict=True)
+        )
+        print(f"  coordinates: {coords}")
+        print(f"  constraints: {', '.join(model.constraint_names)}")
+        params = ", ".join(f"{k} = {v:g}" for k, v in model.params.items())
+        print(f"  params: {params}")
+    return 0
+
+
+# ----------------------------------------------------------------------------
+# lagrax run
+
+
+def _run(args) -> int:
+    raw = _config.read_toml(args.config)
+    raw = _config.apply_overrides(raw, args.overrides)
+    system = raw.get("system")
+    if not isinstance(system, str):
+        raise _config.ConfigError(
+            "key 'system' is required: a built-in name (see 'lagrax list') or "
+            '"package.module:factory"'
+        )
+    model = _config.load_model(system)
+    config = _config.parse(raw, args.config, model)
+    out = args.out if args.out is not None else Path("results") / args.config.stem
+    _check_out(out, args.force)
+
+    started = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result is not
+    try:
+        with _runtime(cache=not args.no_cache):
+            results = {}
+            for run in config.runs:
+                results[run.label] = _simulate(model, config, run, quiet=args.quiet)
+        _write(model, config, results, tmp)
+        _replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    _report(model, config, results, out, time.perf_counter() - started)
+    return 0
+
+
+def _check_out(out: Path, force: bool) -> None:
+    """Refuse, before any work, an output folder we may not or cannot write."""
+    if out.exists() and not out.is_dir():
+        raise _config.ConfigError(f"--out {out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise _config.ConfigError(
+            f"output folder {out} exists and is not empty; pass --force to replace "
+            "it, or --out another folder"
+        )
+    parent = out.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _config.ConfigError(
+            f"--out {out}: cannot create {parent} ({e.strerror})"
+        ) from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise _config.ConfigError(f"--out {out}: folder {parent} is not writable")
+
+
+def _replace(tmp: Path, out: Path) -> None:
+    """Move the finished folder into place; an old one goes only after that."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+    tmp.rename(out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def cache_dir() -> Path:
+    """Where the CLI keeps JAX's persistent compilation cache."""
+    if "LAGRAX_CACHE_DIR" in os.environ:
+        return Path(os.environ["LAGRAX_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "lagrax" / "jax"
+
+
+@contextlib.contextmanager
+def _runtime(cache: bool):
+    """Float64, the persistent compilation cache, and runtime checks as NaN.
+
+    The CLI reads each solve's result code instead of raising inside compiled
+    code, and XLA's cache refuses programs that hold host callbacks, which
+    equinox's raising checks are. Equinox reads EQX_ON_ERROR when imported (lagrax
+    already was), so its setting is switched here and restored after.
+    """
+    import equinox._errors as eqx_errors
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    if cache:
+        jax.config.update("jax_compilation_cache_dir", str(cache_dir()))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    switch = "EQX_ON_ERROR" not in os.environ and hasattr(eqx_errors, "EQX_ON_ERROR")
+    before = getattr(eqx_errors, "EQX_ON_ERROR", None)
+    if switch:
+        eqx_errors.EQX_ON_ERROR = "nan"
+    try:
+        yield
+    finally:
+        if switch:
+            eqx_errors.EQX_ON_ERROR = before
+
+
+def _strategies(run: _config.Run):
+    import diffrax as dfx
+
+    from ._saddle import DenseLU, LeastSquares, SchurCholesky
+    from ._stabilization import Baumgarte, NoStabilization, Projection
+
+    solver = getattr(dfx, _config.SOLVERS[run.solver.name][0])()
+    stab = run.stabilization
+    stabilization = {
+        "none": lambda: NoStabilization(),
+        "baumgarte": lambda: Baumgarte(stab.alpha, stab.beta),
+        "projection": lambda: Projection(iterations=stab.iterations),
+    }[stab.kind]()
+    saddle = {
+        "schur_cholesky": SchurCholesky,
+        "dense_lu": DenseLU,
+        "least_squares": LeastSquares,
+    }[run.saddle_solver]()
+    return solver, stabilization, saddle
+
+
+def _initial_state(model, config, params):
+    import jax.numpy as jnp
+
+    from ._initial import consistent_state
+
+    if config.q0 is None and config.qd0 is None:
+        q, qd = model.q_guess, model.qd_guess
+    else:
+        q = config.q0 if config.q0 is not None else model.q_guess
+        qd = config.qd0 if config.qd0 is not None else model.qd_guess
+    fixed_q = config.fixed_q if config.fixed_q is not None else model.fixed_q
+    fixed_qd = config.fixed_qd if config.fixed_qd is not None else model.fixed_qd
+    try:
+        return consistent_state(
+            model.system,
+            jnp.asarray(q, dtype=float),
+            jnp.asarray(qd, dtype=float),
+            params,
+            config.t0,
+            fixed_q=list(fixed_q) or None,
+            fixed_qd=list(fixed_qd) or None,
+        )
+    except ValueError as e:
+        raise _config.ConfigError(
+            f"key 'initial': no consistent initial state near the one given ({e}); "
+            "change initial.q or the coordinates in initial.fixed_q"
+        ) from None
+
+
+def _chunks(config: _config.Config, pieces: int = 40):
+    """Save times split into equal chunks (the last padded with t1).
+
+    The run integrates chunk by chunk with one compiled function, so the progress
+    bar moves between chunks and no host callback enters the compiled code.
+    """
+    import numpy as np
+
+    n = config.save_points
+    ts = np.linspace(config.t0, config.t1, n)
+    per = math.ceil((n - 1) / min(pieces, n - 1))
+    chunks = []
+    for start in range(0, n - 1, per):
+        idx = np.arange(start, start + per + 1)
+        chunks.append((ts[np.minimum(idx, n - 1)], int(min(idx[-1], n - 1) - start)))
+    return ts, chunks
+
+
+def _simulate(model, config, run: _config.Run, quiet: bool) -> dict:
+    """Integrate one run; NumPy arrays of every Trajectory field and the timings."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from tqdm.auto import tqdm
+
+    from ._results import RESULTS
+    from ._simulate import simulate
+
+    params = {k: jnp.asarray(v, dtype=float) for k, v in model.params.items()}
+    params.update({k: jnp.asarray(v, dtype=float) for k, v in run.params.items()})
+    setup = time.perf_counter()
+    q, qd = _initial_state(model, config, params)
+    setup = time.perf_counter() - setup
+    solver, stabilization, saddle = _strategies(run)
+    if run.solver.dt is None:
+        steps = dict(rtol=run.solver.rtol, atol=run.solver.atol)
+    else:
+        import diffrax as dfx
+
+        steps = dict(stepsize_controller=dfx.ConstantStepSize(), dt0=run.solver.dt)
+
+    def chunk(ts, q, qd, params):
+        return simulate(
+            model.system, q, qd, params, t0=ts[0], t1=ts[-1], ts=ts, solver=solver,
+            stabilization=stabilization, saddle_solver=saddle,
+            max_steps=run.solver.max_steps, throw=False, **steps,
+        )  # fmt: skip
+
+    ts, chunks = _chunks(config)
+    first = jnp.asarray(chunks[0][0])
+    compile_time = time.perf_counter()
+    compiled = jax.jit(chunk).lower(first, q, qd, params).compile()
+    compile_time = time.perf_counter() - compile_time
+
+    pieces = []
+    counts = {"num_steps": 0, "num_accepted_steps": 0, "num_rejected_steps": 0}
+    bar = tqdm(
+        total=float(config.t1 - config.t0), disable=quiet, unit="s", leave=False,
+        desc=run.label, bar_format="{desc}: {percentage:3.0f}%|{bar}| t = {n:.3g} / "
+        "{total:.3g} s [{elapsed}<{remaining}]",
+    )  # fmt: skip
+    wall = time.perf_counter()
+    with bar:
+        for chunk_ts, used in chunks:
+            sol = compiled(jnp.asarray(chunk_ts), q, qd, params)
+            sol = jax.tree.map(np.asarray, sol)
+            result = int(np.asarray(sol.result._value))
+            for key in counts:
+                counts[key] += int(sol.stats[key])
+            if result != int(RESULTS.successful._value):
+                raise RunError(
+                    f"run {run.label!r} failed between t = {chunk_ts[0]:g} and "
+                    f"{chunk_ts[-1]:g} s: {RESULTS[sol.result]} (config keys: "
+                    "solver.max_steps, solver.rtol and atol, solver.name)"
+                )
+            keep = slice(0 if not pieces else 1, used + 1)
+            pieces.append(
+                {
+                    f: getattr(sol, f)[keep]
+                    for f in (
+                        "ts",
+                        "q",
+                        "qd",
+                        "qdd",
+                        "multipliers",
+                        "phi",
+                        "phi_dot",
+                        "energy",
+                    )
+                }  # fmt: skip
+            )
+            q, qd = jnp.asarray(sol.q[used]), jnp.asarray(sol.qd[used])
+            bar.update(float(chunk_ts[used] - chunk_ts[0]))
+    wall = time.perf_counter() - wall
+    data = {f: np.concatenate([p[f] for p in pieces]) for f in pieces[0]}
+    data["ts"] = ts  # the exact save times, free of chunk round-off
+    data.update(counts)
+    data.update(setup_s=setup, compile_s=compile_time, wall_s=wall, params=params)
+    return data
+
+
+def _frames(model, config, data, animation: _config.Animation) -> dict:
+    """Mechanism points (and constraint forces) at evenly spaced frames."""
+    import jax
+    import numpy as np
+
+    idx = np.unique(np.linspace(0, len(data["ts"]) - 1, animation.frames).round())
+    idx = idx.astype(int)
+    ts, q, lam = data["ts"][idx], data["q"][idx], data["multipliers"][idx]
+    params = data["params"]
+    points = jax.vmap(model.points, (0, 0, None))
+    every = max(1, len(data["ts"]) // 5000)
+    trail_ts, trail_q = data["ts"][::every], data["q"][::every]
+    frames = {
+        "frame_ts": ts,
+        "points": np.asarray(points(ts, q, params)),
+        "trail_ts": trail_ts,
+        "trail": np.asarray(points(trail_ts, trail_q, params))[:, -1],
+    }
+    if animation.forces and model.constraint_forces is not None:
+        where, forces = jax.vmap(model.constraint_forces, (0, 0, 0, None))(
+            ts, q, lam, params
+        )
+        frames.update(force_points=np.asarray(where), forces=np.asarray(forces))
+    return frames
+
+
+def _write(model, config, results: dict, folder: Path) -> None:
+    import numpy as np
+
+    from . import _plot
+
+    title = config.title or model.name
+    several = len(results) > 1
+    for label, data in results.items():
+        run_folder = folder / _config.slug(label) if several else folder
+        run_folder.mkdir(exist_ok=True)
+        if "npz" in config.outputs:
+            np.savez(
+                run_folder / "trajectory.npz",
+                **{
+                    k: data[k]
+                    for k in (
+                        "ts",
+                        "q",
+                        "qd",
+                        "qdd",
+                        "multipliers",
+                        "phi",
+                        "phi_dot",
+                        "energy",
+                    )
+                },  # fmt: skip
+                coordinates=np.array(model.coordinates),
+                units=np.array(model.units),
+                constraint_names=np.array(model.constraint_names),
+            )
+        if "csv" in config.outputs:
+            _write_csv(model, data, run_folder / "trajectory.csv")
+    for kind in ("positions", "velocities", "accelerations"):
+        if kind in config.outputs:
+            _plot.coordinates(model, results, kind, folder / f"{kind}.png", title)
+    if "multipliers" in config.outputs and model.constraint_names:
+        _plot.multipliers(model, results, folder / "multipliers.png", title)
+    if "residuals" in config.outputs and model.constraint_names:
+        _plot.residuals(model, results, folder / "residuals.png", title)
+    if "energy" in config.outputs:
+        _plot.energy(model, results, folder / "energy.png", title)
+    if "animation" in config.outputs and model.points is not None:
+        frames = {
+            label: _frames(model, config, data, config.animation)
+            for label, data in results.items()
+        }
+        _plot.animate(
+            model, frames, folder / "animation.gif", title, config.animation.fps
+        )
+    summary = _summary(model, config, results)
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _write_csv(model, data, path: Path) -> None:
+    import numpy as np
+
+    names = ["t"]
+    names += list(model.coordinates)
+    names += [f"{c}_dot" for c in model.coordinates]
+    names += [f"{c}_ddot" for c in model.coordinates]
+    for kind in ("lambda", "phi", "phi_dot"):
+        names += [f"{kind}[{c}]" for c in model.constraint_names]
+    names.append("energy")
+    table = np.column_stack(
+        [data["ts"], data["q"], data["qd"], data["qdd"], data["multipliers"],
+         data["phi"], data["phi_dot"], data["energy"]]
+    )  # fmt: skip
+    np.savetxt(path, table, delimiter=",", header=",".join(names), comments="",
+               fmt="%.17g")  # fmt: skip
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in ("lagrax", "jax", "jaxlib", "diffrax", "equinox", "lineax", "numpy"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _run_summary(run: _config.Run, data: dict) -> dict:
+    import numpy as np
+
+    e = data["energy"]
+    return {
+        "label": run.label,
+        "params": {k: float(v) for k, v in data["params"].items()},
+        "solver": vars(run.solver),
+        "stabilization": vars(run.stabilization),
+        "saddle_solver": run.saddle_solver,
+        "max_abs_phi": float(np.abs(data["phi"]).max(initial=0.0)),
+        "max_abs_phi_dot": float(np.abs(data["phi_dot"]).max(initial=0.0)),
+        "energy_initial": float(e[0]),
+        "energy_drift": float(e[-1] - e[0]),
+        "energy_max_deviation": float(np.abs(e - e[0]).max()),
+        "steps": data["num_steps"],
+        "accepted_steps": data["num_accepted_steps"],
+        "rejected_steps": data["num_rejected_steps"],
+        "initial_state_s": round(data["setup_s"], 4),
+        "compile_s": round(data["compile_s"], 4),
+        "wall_s": round(data["wall_s"], 4),
+    }
+
+
+def _summary(model, config, results: dict) -> dict:
+    return {
+        "config": str(config.path),
+        "config_echo": config.raw,
+        "system": model.name,
+        "description": model.description,
+        "coordinates": list(model.coordinates),
+        "units": list(model.units),
+        "constraints": list(model.constraint_names),
+        "t0": config.t0,
+        "t1": config.t1,
+        "save_points": config.save_points,
+        "versions": _versions(),
+        "runs": [_run_summary(run, results[run.label]) for run in config.runs],
+    }
+
+
+def _report(model, config, results, out: Path, total: float) -> None:
+    import numpy as np
+
+    parts = []
+    for label, data in results.items():
+        name = f"{label}: " if len(results) > 1 else ""
+        parts.append(
+            f"{name}max|phi| {np.abs(data['phi']).max(initial=0.0):.1e}, "
+            f"energy drift {data['energy'][-1] - data['energy'][0]:+.1e} J, "
+            f"{data['num_steps']} steps, compile {data['compile_s']:.1f} s, "
+            f"run {data['wall_s']:.2f} s"
+        )
+    print(
+        f"{model.name}, t = {config.t0:g}..{config.t1:g} s | " + " | ".join(parts)
+        + f" | {total:.1f} s in all -> {out}/"
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
