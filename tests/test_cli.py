@@ -5,6 +5,7 @@ horizon; one subprocess checks the installed entry point end to end.
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +204,22 @@ def test_console_script_help_and_errors(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr == "lagrax: error: key 't1': expected a number, got a string\n"
     assert not (tmp_path / "results").exists()
+
+
+def test_second_run_reuses_the_compilation_cache(tmp_path):
+    """A second run of a config compiles nothing new: every compiled program
+    comes from the persistent cache, so the cache gains no entry."""
+    env = {**os.environ, "LAGRAX_CACHE_DIR": str(tmp_path / "cache")}
+    config = tmp_path / "p.toml"
+    config.write_text('system = "pendulum"\nt1 = 0.5\noutputs = ["npz"]\n')
+    counts = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "lagrax", "run", str(config), "--force",
+             "--quiet", "--out", str(tmp_path / "out")],
+            capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        counts.append(len(list((tmp_path / "cache").iterdir())))
+    assert counts[0] > 0
+    assert counts[1] == counts[0]
