@@ -103,6 +103,7 @@ class Config:
     """A checked config: every value has its type and lies in its allowed set."""
 
     path: Path
+    model: Any
     title: str
     system: str
     t0: float
@@ -287,11 +288,11 @@ SOLVER_KEYS = ("name", "rtol", "atol", "dt", "max_steps")
 STABILIZATION_KEYS = ("kind", "alpha", "beta", "iterations")
 
 
-def parse(raw: dict[str, Any], path: Path, model=None) -> Config:
+def parse(raw: dict[str, Any], path: Path) -> Config:
     """Check a raw config (a dict from TOML) and return it as a Config.
 
-    `model`: the Model named by `system`, if already loaded (it is loaded here
-    otherwise, to check parameter and coordinate names against it).
+    Loads the Model that `system` names, to check parameter and coordinate names
+    against it.
     """
     top = _Reader(raw, "")
     title = top.take("title", str, "")
@@ -299,8 +300,7 @@ def parse(raw: dict[str, Any], path: Path, model=None) -> Config:
         "system", str, hint=': a built-in name (see "lagrax list") or '
         '"package.module:factory"'
     )  # fmt: skip
-    if model is None:
-        model = load_model(system)
+    model = load_model(system)
     t0 = top.take("t0", float, 0.0)
     t1 = top.take("t1", float, check=lambda v: None if v > t0 else
                   f"must be later than t0 = {t0}, got {v}")  # fmt: skip
@@ -350,7 +350,7 @@ def parse(raw: dict[str, Any], path: Path, model=None) -> Config:
         if labels.count(label) > 1:
             raise ConfigError(f"key 'runs': label {label!r} is used twice; labels "
                               "must differ")  # fmt: skip
-    return Config(path, title, system, t0, t1, save_points, q0, qd0, fixed_q,
+    return Config(path, model, title, system, t0, t1, save_points, q0, qd0, fixed_q,
                   fixed_qd, tuple(runs), outputs, animation, raw)  # fmt: skip
 
 

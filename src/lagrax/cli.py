@@ -20,7 +20,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import _config
+import diffrax as dfx
+import equinox._errors as eqx_errors
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from . import _config, systems
+from ._initial import consistent_state
+from ._results import RESULTS
+from ._saddle import DenseLU, LeastSquares, SchurCholesky
+from ._simulate import simulate
+from ._stabilization import Baumgarte, NoStabilization, Projection
 
 
 EPILOG = """\
@@ -100,7 +112,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _list() -> int:
-    from . import systems
 
     for name in systems.BUILTIN:
         model = systems.get(name)
@@ -122,14 +133,8 @@ def _list() -> int:
 def _run(args) -> int:
     raw = _config.read_toml(args.config)
     raw = _config.apply_overrides(raw, args.overrides)
-    system = raw.get("system")
-    if not isinstance(system, str):
-        raise _config.ConfigError(
-            "key 'system' is required: a built-in name (see 'lagrax list') or "
-            '"package.module:factory"'
-        )
-    model = _config.load_model(system)
-    config = _config.parse(raw, args.config, model)
+    config = _config.parse(raw, args.config)
+    model = config.model
     out = args.out if args.out is not None else Path("results") / args.config.stem
     _check_out(out, args.force)
 
@@ -200,8 +205,6 @@ def _runtime(cache: bool):
     equinox's raising checks are. Equinox reads EQX_ON_ERROR when imported (lagrax
     already was), so its setting is switched here and restored after.
     """
-    import equinox._errors as eqx_errors
-    import jax
 
     jax.config.update("jax_enable_x64", True)
     if cache:
@@ -219,10 +222,6 @@ def _runtime(cache: bool):
 
 
 def _strategies(run: _config.Run):
-    import diffrax as dfx
-
-    from ._saddle import DenseLU, LeastSquares, SchurCholesky
-    from ._stabilization import Baumgarte, NoStabilization, Projection
 
     solver = getattr(dfx, _config.SOLVERS[run.solver.name][0])()
     stab = run.stabilization
@@ -240,9 +239,6 @@ def _strategies(run: _config.Run):
 
 
 def _initial_state(model, config, params):
-    import jax.numpy as jnp
-
-    from ._initial import consistent_state
 
     if config.q0 is None and config.qd0 is None:
         q, qd = model.q_guess, model.qd_guess
@@ -274,7 +270,6 @@ def _chunks(config: _config.Config, pieces: int = 40):
     The run integrates chunk by chunk with one compiled function, so the progress
     bar moves between chunks and no host callback enters the compiled code.
     """
-    import numpy as np
 
     n = config.save_points
     ts = np.linspace(config.t0, config.t1, n)
@@ -288,13 +283,6 @@ def _chunks(config: _config.Config, pieces: int = 40):
 
 def _simulate(model, config, run: _config.Run, quiet: bool) -> dict:
     """Integrate one run; NumPy arrays of every Trajectory field and the timings."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from tqdm.auto import tqdm
-
-    from ._results import RESULTS
-    from ._simulate import simulate
 
     params = {k: jnp.asarray(v, dtype=float) for k, v in model.params.items()}
     params.update({k: jnp.asarray(v, dtype=float) for k, v in run.params.items()})
@@ -305,8 +293,6 @@ def _simulate(model, config, run: _config.Run, quiet: bool) -> dict:
     if run.solver.dt is None:
         steps = dict(rtol=run.solver.rtol, atol=run.solver.atol)
     else:
-        import diffrax as dfx
-
         steps = dict(stepsize_controller=dfx.ConstantStepSize(), dt0=run.solver.dt)
 
     def chunk(ts, q, qd, params):
@@ -369,10 +355,8 @@ def _simulate(model, config, run: _config.Run, quiet: bool) -> dict:
     return data
 
 
-def _frames(model, config, data, animation: _config.Animation) -> dict:
+def _frames(model, data, animation: _config.Animation) -> dict:
     """Mechanism points (and constraint forces) at evenly spaced frames."""
-    import jax
-    import numpy as np
 
     idx = np.unique(np.linspace(0, len(data["ts"]) - 1, animation.frames).round())
     idx = idx.astype(int)
@@ -396,7 +380,6 @@ def _frames(model, config, data, animation: _config.Animation) -> dict:
 
 
 def _write(model, config, results: dict, folder: Path) -> None:
-    import numpy as np
 
     from . import _plot
 
@@ -438,7 +421,7 @@ def _write(model, config, results: dict, folder: Path) -> None:
         _plot.energy(model, results, folder / "energy.png", title)
     if "animation" in config.outputs and model.points is not None:
         frames = {
-            label: _frames(model, config, data, config.animation)
+            label: _frames(model, data, config.animation)
             for label, data in results.items()
         }
         _plot.animate(
@@ -449,7 +432,6 @@ def _write(model, config, results: dict, folder: Path) -> None:
 
 
 def _write_csv(model, data, path: Path) -> None:
-    import numpy as np
 
     names = ["t"]
     names += list(model.coordinates)
@@ -477,7 +459,6 @@ def _versions() -> dict[str, str]:
 
 
 def _run_summary(run: _config.Run, data: dict) -> dict:
-    import numpy as np
 
     e = data["energy"]
     return {
@@ -518,7 +499,6 @@ def _summary(model, config, results: dict) -> dict:
 
 
 def _report(model, config, results, out: Path, total: float) -> None:
-    import numpy as np
 
     parts = []
     for label, data in results.items():
