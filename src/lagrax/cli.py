@@ -49,6 +49,10 @@ Float64 is on. Compiled code is cached in $LAGRAX_CACHE_DIR (default
 """
 
 
+# The Trajectory fields the command saves, in this order.
+FIELDS = ("ts", "q", "qd", "qdd", "multipliers", "phi", "phi_dot", "energy")
+
+
 class RunError(RuntimeError):
     """A simulation that failed; the message says where and what to do."""
 
@@ -330,21 +334,7 @@ def _simulate(model, config, run: _config.Run, quiet: bool) -> dict:
                     "solver.max_steps, solver.rtol and atol, solver.name)"
                 )
             keep = slice(0 if not pieces else 1, used + 1)
-            pieces.append(
-                {
-                    f: getattr(sol, f)[keep]
-                    for f in (
-                        "ts",
-                        "q",
-                        "qd",
-                        "qdd",
-                        "multipliers",
-                        "phi",
-                        "phi_dot",
-                        "energy",
-                    )
-                }  # fmt: skip
-            )
+            pieces.append({f: getattr(sol, f)[keep] for f in FIELDS})
             q, qd = jnp.asarray(sol.q[used]), jnp.asarray(sol.qd[used])
             bar.update(float(chunk_ts[used] - chunk_ts[0]))
     wall = time.perf_counter() - wall
@@ -391,19 +381,7 @@ def _write(model, config, results: dict, folder: Path) -> None:
         if "npz" in config.outputs:
             np.savez(
                 run_folder / "trajectory.npz",
-                **{
-                    k: data[k]
-                    for k in (
-                        "ts",
-                        "q",
-                        "qd",
-                        "qdd",
-                        "multipliers",
-                        "phi",
-                        "phi_dot",
-                        "energy",
-                    )
-                },  # fmt: skip
+                **{k: data[k] for k in FIELDS},
                 coordinates=np.array(model.coordinates),
                 units=np.array(model.units),
                 constraint_names=np.array(model.constraint_names),
