@@ -22,6 +22,7 @@ written.
     stabilization = "projection"
 """
 
+import copy
 import dataclasses
 import importlib
 import math
@@ -139,7 +140,7 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply `key.sub=value` overrides (the value in TOML syntax) to a raw config."""
-    raw = _deep_copy(raw)
+    raw = copy.deepcopy(raw)
     for item in overrides:
         key, sep, value = item.partition("=")
         key = key.strip()
@@ -158,14 +159,6 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
                 raise ConfigError(f"--set {item!r}: {part!r} is not a table")
         table[leaf] = parsed
     return raw
-
-
-def _deep_copy(value):
-    if isinstance(value, dict):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value
 
 
 def load_model(reference: str):
@@ -229,14 +222,10 @@ class _Reader:
             value = float(value)
         is_bool = isinstance(value, bool) and kind is not bool
         if is_bool or not isinstance(value, kind):
-            names = (
-                kind.__name__
-                if isinstance(kind, type)
-                else "/".join(k.__name__ for k in kind)
-            )
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            names = " or ".join(_TYPE_NAMES[k] for k in kinds)
             raise ConfigError(
-                f"key {self.name(key)!r}: expected {_article(names)}, got "
-                f"{_kind(value)}"
+                f"key {self.name(key)!r}: expected {names}, got {_kind(value)}"
             )
         if kind is float and not math.isfinite(value):
             raise ConfigError(f"key {self.name(key)!r}: must be finite, got {value}")
@@ -258,22 +247,12 @@ class _Reader:
             )
 
 
+_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number",
+               str: "a string", list: "an array", dict: "a table"}  # fmt: skip
+
+
 def _kind(value) -> str:
-    return {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "an array",
-        dict: "a table",
-    }.get(type(value), type(value).__name__)
-
-
-def _article(name: str) -> str:
-    return {"float": "a number", "int": "an integer", "str": "a string",
-            "bool": "a boolean", "list": "an array", "dict": "a table"}.get(
-        name, name
-    )  # fmt: skip
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 def _positive(value):

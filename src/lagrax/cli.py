@@ -28,7 +28,6 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import _config, systems
-from ._initial import consistent_state
 from ._results import RESULTS
 from ._saddle import DenseLU, LeastSquares, SchurCholesky
 from ._simulate import simulate
@@ -243,24 +242,11 @@ def _strategies(run: _config.Run):
 
 
 def _initial_state(model, config, params):
-
-    if config.q0 is None and config.qd0 is None:
-        q, qd = model.q_guess, model.qd_guess
-    else:
-        q = config.q0 if config.q0 is not None else model.q_guess
-        qd = config.qd0 if config.qd0 is not None else model.qd_guess
-    fixed_q = config.fixed_q if config.fixed_q is not None else model.fixed_q
-    fixed_qd = config.fixed_qd if config.fixed_qd is not None else model.fixed_qd
     try:
-        return consistent_state(
-            model.system,
-            jnp.asarray(q, dtype=float),
-            jnp.asarray(qd, dtype=float),
-            params,
-            config.t0,
-            fixed_q=list(fixed_q) or None,
-            fixed_qd=list(fixed_qd) or None,
-        )
+        return model.initial_state(
+            params, config.t0, q=config.q0, qd=config.qd0, fixed_q=config.fixed_q,
+            fixed_qd=config.fixed_qd,
+        )  # fmt: skip
     except ValueError as e:
         raise _config.ConfigError(
             f"key 'initial': no consistent initial state near the one given ({e}); "

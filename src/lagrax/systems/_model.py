@@ -54,22 +54,34 @@ class Model(eqx.Module):
     reference: dict[str, Any] | None = eqx.field(static=True, default=None)
 
     def initial_state(
-        self, params: Params | None = None, t: float = 0.0
+        self,
+        params: Params | None = None,
+        t: float = 0.0,
+        *,
+        q=None,
+        qd=None,
+        fixed_q=None,
+        fixed_qd=None,
     ) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
         """The consistent default initial state (q0, qd0) for `params`.
 
         Solves the constraints from the rough guess, keeping the fixed
         coordinates, so it stays consistent when the parameters change (e.g. a
-        longer pendulum).
+        longer pendulum). `q`, `qd`, `fixed_q`, `fixed_qd` replace the model's
+        guess and fixed coordinates where given.
         """
         if params is None:
             params = self.params
+        q = self.q_guess if q is None else q
+        qd = self.qd_guess if qd is None else qd
+        fixed_q = self.fixed_q if fixed_q is None else fixed_q
+        fixed_qd = self.fixed_qd if fixed_qd is None else fixed_qd
         return consistent_state(
             self.system,
-            jnp.asarray(self.q_guess, dtype=float),
-            jnp.asarray(self.qd_guess, dtype=float),
+            jnp.asarray(q, dtype=float),
+            jnp.asarray(qd, dtype=float),
             params,
             t,
-            fixed_q=list(self.fixed_q) or None,
-            fixed_qd=list(self.fixed_qd) or None,
+            fixed_q=list(fixed_q) or None,
+            fixed_qd=list(fixed_qd) or None,
         )
