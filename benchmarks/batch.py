@@ -16,7 +16,6 @@ Prints system-steps/s (B * steps / warm wall time) and the ratio to NumPy.
 """
 
 import argparse
-import time
 
 import jax
 
@@ -27,6 +26,7 @@ import _peers  # noqa: E402
 import diffrax as dfx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from _timing import timed  # noqa: E402
 
 import lagrax as lx  # noqa: E402
 
@@ -127,16 +127,6 @@ def lagrax_batch(dt, steps):
     return jax.jit(jax.vmap(one, (0, 0, None)))
 
 
-def best_of(fn, repeats):
-    jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)), out
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=1000)
@@ -147,12 +137,12 @@ def main():
     q0, v0 = initial_states(args.batch)
     pj = {k: jnp.asarray(v) for k, v in PARAMS.items()}
     work = args.batch * args.steps
-    t_np, q_np = best_of(lambda: numpy_rk4(q0, v0, dt, args.steps), 1)
+    _, t_np, q_np = timed(lambda: numpy_rk4(q0, v0, dt, args.steps), 1)
     hand = jax_by_hand(dt, args.steps)
-    t_hand, q_hand = best_of(lambda: hand(jnp.asarray(q0), jnp.asarray(v0), pj),
+    _, t_hand, q_hand = timed(lambda: hand(jnp.asarray(q0), jnp.asarray(v0), pj),
                              args.repeats)  # fmt: skip
     ours = lagrax_batch(dt, args.steps)
-    t_ours, q_ours = best_of(lambda: ours(jnp.asarray(q0), jnp.asarray(v0), pj),
+    _, t_ours, q_ours = timed(lambda: ours(jnp.asarray(q0), jnp.asarray(v0), pj),
                              args.repeats)  # fmt: skip
     # All three integrate the same equations with the same steps.
     assert np.max(np.abs(np.asarray(q_hand) - q_np)) < 1e-9

@@ -37,6 +37,7 @@ matplotlib.use("Agg")
 import _peers  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from _timing import timed  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
 import lagrax as lx  # noqa: E402
@@ -57,19 +58,6 @@ def reference(name, model, q0, t1):
                     [th0, 0.0], method="DOP853", rtol=1e-13, atol=1e-13)  # fmt: skip
     th = sol.y[0, -1]
     return np.array([l * np.sin(th), -l * np.cos(th)])
-
-
-def timed(fn, repeats):
-    """(first call time, median of the following repeats, last result)."""
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return first, float(np.median(times)), out
 
 
 def methods(name, model, q0, v0, t1, repeats):
