@@ -7,7 +7,10 @@ in NumPy and once in jax.numpy. Sign convention as lagrax: M q'' = f + J^T lam.
 
 Problems: the Cartesian pendulum (n = 2, m = 1), the car axis of the IVP Test
 Set (n = 4, m = 2, a time-dependent constraint) and a point-mass double pendulum
-in Cartesian coordinates (n = 4, m = 2) for the batch benchmark.
+in Cartesian coordinates (n = 4, m = 2) for the batch benchmark. Problems too
+long to derive by hand (Andrews, lagrax's double pendulum with rotational
+inertia) get their terms from SymPy (`_sympy_peer.py`). Each peer takes the
+`terms(xp, t, q, v, p)` function of its problem.
 """
 
 import diffrax as dfx
@@ -98,8 +101,7 @@ def kkt(xp, M, f, J, gamma):
 # -- NumPy + scipy.integrate.solve_ivp (DOP853) ----------------------------------
 
 
-def numpy_dop853(name, p, q0, v0, t1, tol):
-    terms = TERMS[name]
+def numpy_dop853(terms, p, q0, v0, t1, tol):
     n = len(q0)
 
     def rhs(t, y):
@@ -115,8 +117,7 @@ def numpy_dop853(name, p, q0, v0, t1, tol):
 # -- scipy_dae solve_dae (Radau), the stabilized index-1 form --------------------
 
 
-def scipy_dae_radau(name, p, q0, v0, t1, tol):
-    terms = TERMS[name]
+def scipy_dae_radau(terms, p, q0, v0, t1, tol):
     n = len(q0)
     M0, f0, J0, g0 = terms(np, 0.0, q0, v0, p)
     m = J0.shape[0]
@@ -139,10 +140,9 @@ def scipy_dae_radau(name, p, q0, v0, t1, tol):
 # -- hand-written jax + diffrax --------------------------------------------------
 
 
-def jax_diffrax(name, solver=None):
+def jax_diffrax(terms, solver=None):
     """A jitted solve(p, q0, v0, t1, tol) with the KKT matrix solved by
     jnp.linalg.solve in the vector field, Dopri8 and a PID controller."""
-    terms = TERMS[name]
     solver = dfx.Dopri8() if solver is None else solver
 
     def field(t, y, p):
