@@ -76,3 +76,19 @@ def test_examples_do_not_overwrite_without_force(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2 and "--force" in proc.stderr
     assert figure.read_bytes() == b"keep me"
+
+
+# The benchmarks that need only the test extras run small, so that they cannot
+# rot; each checks inside that its methods agree (no timing is asserted).
+BENCHMARKS = {
+    "batch.py": (["--batch", "8", "--steps", "20", "--repeats", "1"], r"lagrax .*x"),
+    "chain.py": (["--sizes", "2", "8", "--repeats", "1"], r"\n +8 +[\d.]+ us"),
+    "gpu_batch.py": ([], r"no GPU|M system-steps/s"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARKS))
+def test_benchmark_runs_small(name, tmp_path):
+    args, expected = BENCHMARKS[name]
+    out = _run([str(ROOT / "benchmarks" / name), *args], tmp_path)
+    assert re.search(expected, out), out
