@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.integrate import solve_ivp
-from scipy_dae.integrate import solve_dae
 
 
 # -- the equations, generic in the array module `xp` (numpy or jax.numpy) -------
@@ -118,6 +117,10 @@ def numpy_dop853(terms, p, q0, v0, t1, tol):
 
 
 def scipy_dae_radau(terms, p, q0, v0, t1, tol):
+    # Imported here: scipy_dae is in the bench extra, which batch.py and chain.py
+    # (run by the tests) do not need.
+    from scipy_dae.integrate import solve_dae
+
     n = len(q0)
     M0, f0, J0, g0 = terms(np, 0.0, q0, v0, p)
     m = J0.shape[0]
