@@ -4,7 +4,10 @@ N point masses on massless rods of length 1, each written in absolute Cartesian
 coordinates (n = 2N coordinates, m = N length constraints), integrated with 200
 fixed RK4 steps from a bent start. For N = 2 .. 64, side by side in one process:
 lagrax (`lx.simulate`, no stabilization, so the work per step is the vector
-field's) with its default SchurCholesky saddle solve and with DenseLU, and the
+field's) with its default SchurCholesky saddle solve (which finds at trace time
+that M = m I and factorizes only the N x N Delassus matrix), the same with that
+detection off (`detect_structure=False`: Cholesky of the 2N x 2N M), with
+DenseLU, and the
 same vector field written by hand in jax with `jnp.linalg.solve` of the KKT
 matrix. Prints the warm time per step and the exponent p of a fit
 time ~ N^p over N >= 8.
@@ -97,6 +100,7 @@ def main():
     p = {k: jnp.asarray(v) for k, v in PARAMS.items()}
     methods = {
         "lagrax SchurCholesky": lagrax_solve(lx.SchurCholesky()),
+        "lagrax dense Schur": lagrax_solve(lx.SchurCholesky(detect_structure=False)),
         "lagrax DenseLU": lagrax_solve(lx.DenseLU()),
         "jax by hand, KKT solve": by_hand,
     }

@@ -11,6 +11,7 @@ XLA's compile time grows with the number of scalar operations (~n^3), so only
 systems below `UNROLL_FLOPS` are written out; larger ones use LAPACK.
 """
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -36,25 +37,26 @@ def unrolled(n: int, m: int) -> bool:
     return (n**3 + 3 * n**2 * m + 3 * n * m**2 + m**3) / 6 <= UNROLL_FLOPS
 
 
-@jax.custom_jvp
-def schur_solve(mass, jac, force, rhs) -> SchurFactors:
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def schur_solve(diagonal: bool, mass, jac, force, rhs) -> SchurFactors:
     """Solve M qdd - J^T lam = f, J qdd = rhs by the Schur complement on M.
 
     With M = L L^T, Y = L^-1 J^T, z = L^-1 f: W = Y^T Y, W lam = rhs - Y^T z,
-    qdd = L^-T (z + Y lam).
+    qdd = L^-T (z + Y lam). With `diagonal` (static: M is known to be diagonal)
+    L = sqrt(M) and only W is factorized.
 
     Differentiated as a linear solve, not through the factorizations: with K the
     saddle matrix, d(qdd, lam) = K^-1 ((df, drhs) - dK (qdd, lam)), one more solve
     with the same factors (and, in reverse mode, its transpose).
     """
-    return _factor_and_solve(mass, jac, force, rhs)[0]
+    return _factor_and_solve(diagonal, mass, jac, force, rhs)[0]
 
 
 @schur_solve.defjvp
-def _schur_solve_jvp(primals, tangents):
+def _schur_solve_jvp(diagonal, primals, tangents):
     mass, jac, force, rhs = primals
     d_mass, d_jac, d_force, d_rhs = tangents
-    out, solve = _factor_and_solve(mass, jac, force, rhs)
+    out, solve = _factor_and_solve(diagonal, mass, jac, force, rhs)
     d_qdd, d_lam = solve(
         d_force - d_mass @ out.qdd + d_jac.T @ out.lam, d_rhs - d_jac @ out.qdd
     )
@@ -62,10 +64,12 @@ def _schur_solve_jvp(primals, tangents):
     return out, SchurFactors(d_qdd, d_lam, *zeros)
 
 
-def _factor_and_solve(mass, jac, force, rhs):
+def _factor_and_solve(diagonal, mass, jac, force, rhs):
     """The solution, and the solve (f, rhs) -> (qdd, lam) with the same factors."""
     n, m = jac.shape[1], jac.shape[0]
-    if unrolled(n, m):
+    if diagonal:
+        solve, pivots = _factor_diagonal(jnp.diagonal(mass), jac)
+    elif unrolled(n, m):
         solve, pivots = _factor_scalar(mass, jac)
     else:
         solve, pivots = _factor_lapack(mass, jac)
@@ -95,6 +99,34 @@ def _factor_lapack(mass, jac):
 
     pivots = (jnp.diagonal(chol), jnp.diagonal(chol_w), jnp.diagonal(delassus))
     return solve, pivots
+
+
+def _factor_diagonal(diag, jac):
+    scale = jnp.sqrt(diag)  # the Cholesky factor of a diagonal M
+    y = jac.T / scale[:, None]
+    delassus = y.T @ y
+    m = jac.shape[0]
+    if unrolled(0, m):
+        chol_w = _cholesky([[delassus[a, b] for b in range(a + 1)] for a in range(m)])
+        pivots_w = _stack([chol_w[a][a] for a in range(m)], diag.dtype)
+
+        def solve_w(b):
+            lam = _backward(chol_w, _forward(chol_w, [b[a] for a in range(m)]))
+            return _stack(lam, diag.dtype)
+
+    else:
+        chol_w = jnp.linalg.cholesky(delassus)
+        pivots_w = jnp.diagonal(chol_w)
+
+        def solve_w(b):
+            return jsl.cho_solve((chol_w, True), b)
+
+    def solve(force, rhs):
+        z = force / scale
+        lam = solve_w(rhs - y.T @ z)
+        return (z + y @ lam) / scale, lam
+
+    return solve, (scale, pivots_w, jnp.diagonal(delassus))
 
 
 def _factor_scalar(mass, jac):

@@ -25,7 +25,8 @@ def solve_dynamics(
     """The mechanical terms at (t, q, qd) and the saddle solve for (qdd, lam)."""
     terms = mechanics(system, t, q, qd, params)
     rhs = -terms.gamma + stabilization.correction(terms.phi, terms.phi_dot)
-    return terms, saddle_solver.solve(terms.mass, terms.jac, terms.force, rhs)
+    solver = saddle_solver.specialize(system, t, q, qd, params)
+    return terms, solver.solve(terms.mass, terms.jac, terms.force, rhs)
 
 
 def check_result(x, result: RESULTS, throw: bool):

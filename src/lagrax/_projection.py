@@ -47,6 +47,7 @@ class ManifoldProjector(eqx.Module):
 
 def _newton(system, saddle_solver, t, q, qd, params, iterations):
     mass = mass_matrix(system, t, q, qd, params)
+    saddle_solver = saddle_solver.specialize(system, t, q, qd, params)
     zero = jnp.zeros_like(q)
 
     def newton(_, state):
@@ -74,6 +75,7 @@ def _project_jvp(primals, tangents, *, iterations):
     _, _, t_t, t_q, t_qd, t_params = tangents
     q_star, qd_star = _newton(system, saddle_solver, t, q, qd, params, iterations)
     mass = mass_matrix(system, t, q_star, qd_star, params)
+    saddle_solver = saddle_solver.specialize(system, t, q_star, qd_star, params)
     _, jac, _ = constraint_jacobian(system, t, q_star, params)
 
     def correction(residual):  # -M^-1 J^T (J M^-1 J^T)^-1 residual

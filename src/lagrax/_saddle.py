@@ -17,7 +17,10 @@ import lineax as lnx
 from jaxtyping import Array, Float
 
 from . import _dense as dense
+from ._custom_types import Params
 from ._results import RESULTS
+from ._structure import constant_diagonal_mass
+from ._system import System
 
 
 class SaddleSolution(eqx.Module):
@@ -64,6 +67,17 @@ class AbstractSaddleSolver(eqx.Module):
     ) -> SaddleSolution:
         """Solve `M qdd - J^T lam = force`, `J qdd = rhs`."""
 
+    def specialize(
+        self, system: System, t, q, qd, params: Params
+    ) -> "AbstractSaddleSolver":
+        """The solver to use for `system`'s saddle systems, chosen at trace time.
+
+        Lets a solver switch to a faster strategy for the structure of a system's
+        mass matrix. The default is the solver itself.
+        """
+        del system, t, q, qd, params
+        return self
+
 
 class SchurCholesky(AbstractSaddleSolver):
     """Schur complement with Cholesky factorizations: the default.
@@ -83,22 +97,43 @@ class SchurCholesky(AbstractSaddleSolver):
 
     - `rank_tol`: a Cholesky pivot squared below `rank_tol` times the largest
         diagonal entry counts as zero. Default 1e3 machine epsilons of the dtype.
+    - `detect_structure`: when the mass matrix is diagonal and independent of the
+        state (point masses in Cartesian coordinates), found at trace time (see
+        `lagrax._structure`), skip its factorization: only the m x m Delassus
+        matrix is factorized. Default True; the result is the same either way.
     """
+
+    rank_tol: float | None = None
+    detect_structure: bool = eqx.field(default=True, static=True)
+
+    def solve(self, mass, jac, force, rhs) -> SaddleSolution:
+        return _schur(False, self.rank_tol, mass, jac, force, rhs)
+
+    def specialize(self, system, t, q, qd, params) -> AbstractSaddleSolver:
+        if self.detect_structure and constant_diagonal_mass(system, t, q, qd, params):
+            return _DiagonalMassSchur(self.rank_tol)
+        return self
+
+
+class _DiagonalMassSchur(AbstractSaddleSolver):
+    """`SchurCholesky` for a mass matrix known to be diagonal: reads its diagonal."""
 
     rank_tol: float | None = None
 
     def solve(self, mass, jac, force, rhs) -> SaddleSolution:
-        tol = _default_tol(mass.dtype, self.rank_tol)
-        sol = dense.schur_solve(mass, jac, force, rhs)
-        mass_ok = _pivots_ok(sol.pivots_mass, jnp.diagonal(mass), tol)
-        independent = _pivots_ok(sol.pivots_delassus, sol.diag_delassus, tol)
-        result = RESULTS.where(
-            independent, RESULTS.successful, RESULTS.redundant_constraints
-        )
-        result = RESULTS.where(
-            mass_ok, result, RESULTS.mass_matrix_not_positive_definite
-        )
-        return SaddleSolution(sol.qdd, sol.lam, result)
+        return _schur(True, self.rank_tol, mass, jac, force, rhs)
+
+
+def _schur(diagonal, rank_tol, mass, jac, force, rhs) -> SaddleSolution:
+    tol = _default_tol(mass.dtype, rank_tol)
+    sol = dense.schur_solve(diagonal, mass, jac, force, rhs)
+    mass_ok = _pivots_ok(sol.pivots_mass, jnp.diagonal(mass), tol)
+    independent = _pivots_ok(sol.pivots_delassus, sol.diag_delassus, tol)
+    result = RESULTS.where(
+        independent, RESULTS.successful, RESULTS.redundant_constraints
+    )
+    result = RESULTS.where(mass_ok, result, RESULTS.mass_matrix_not_positive_definite)
+    return SaddleSolution(sol.qdd, sol.lam, result)
 
 
 class DenseLU(AbstractSaddleSolver):
