@@ -8,6 +8,7 @@ import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optimistix as optx
 from jaxtyping import ArrayLike, Float, Real
 
@@ -222,7 +223,11 @@ def _simulate(
 def _strong(x, dtype):
     # Strongly typed in the state's dtype: a weakly typed time (from a Python
     # float) would make diffrax's internal closures see two different types.
-    return jnp.array(x, dtype=dtype)
+    # Host values become NumPy arrays (traced all the same by filter_jit): no
+    # eager JAX operation per argument on every call.
+    if isinstance(x, jax.Array):
+        return x.astype(dtype)
+    return np.asarray(x, dtype=dtype)
 
 
 class _EventCondition(eqx.Module):
