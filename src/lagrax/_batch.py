@@ -10,7 +10,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import ArrayLike, Float
 
 from ._custom_types import Params
-from ._inputs import coerce_params
+from ._inputs import coerce_params, floats_as_arrays
 from ._simulate import simulate
 from ._system import System
 from ._trajectory import Trajectory
@@ -71,7 +71,7 @@ def simulate_batch(
     q0s, qd0s = q0s.astype(dtype), qd0s.astype(dtype)
     params = coerce_params(params)
     # Floats (t1, tolerances) as arrays: new values must not recompile.
-    simulate_kwargs = coerce_params(simulate_kwargs)
+    simulate_kwargs = floats_as_arrays(simulate_kwargs)
     batch = q0s.shape[0]
     if params_batched:
         for leaf in jax.tree.leaves(params):

@@ -1,7 +1,9 @@
 """Accelerations and multipliers at one state, and the diffrax vector field."""
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._custom_types import Params, RealScalarLike
@@ -26,7 +28,21 @@ def solve_dynamics(
     terms = mechanics(system, t, q, qd, params)
     rhs = -terms.gamma + stabilization.correction(terms.phi, terms.phi_dot)
     solver = saddle_solver.specialize(system, t, q, qd, params)
-    return terms, solver.solve(terms.mass, terms.jac, terms.force, rhs)
+    sol = solver.solve(terms.mass, terms.jac, terms.force, rhs)
+    finite = all_finite((terms.mass, terms.force, terms.jac, rhs))
+    result = RESULTS.where(finite, sol.result, RESULTS.nonfinite_terms)
+    return terms, SaddleSolution(sol.qdd, sol.lam, result)
+
+
+def all_finite(tree) -> Array:
+    """Whether every floating-point array in `tree` is free of NaN and inf."""
+    leaves = [
+        jnp.all(jnp.isfinite(x))
+        for x in jax.tree.leaves(tree)
+        if isinstance(x, jax.Array | np.ndarray | np.generic | float | complex)
+        and jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+    ]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
 def check_result(x, result: RESULTS, throw: bool):

@@ -30,3 +30,23 @@ class RESULTS(dfx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "max_steps reached before t1: raise max_steps, or loosen rtol/atol (a stiff "
         "system may need an implicit solver such as diffrax.Kvaerno5())."
     )
+    inconsistent_initial_state = (
+        "the initial state is not consistent with the constraints: |phi(t0, q0)| or "
+        "|J qd0 + phi_t| exceeds initial_tol. Call lx.consistent_state(system, q0, "
+        "qd0, params) first, or pass project_initial=True to simulate."
+    )
+    initial_projection_failed = (
+        "project_initial: no state satisfying the constraints was found near (q0, "
+        "qd0). Give a closer guess, or call lx.consistent_state(system, q0, qd0, "
+        "params) outside jit to see the residuals it reaches."
+    )
+    nonfinite_inputs = (
+        "NaN or inf in q0, qd0 or params: check the inputs (a parameter from a "
+        "fit that diverged, an uninitialized array, a division by zero upstream)."
+    )
+    nonfinite_terms = (
+        "the equations of motion evaluated to NaN or inf (mass matrix, forces, "
+        "constraint Jacobian or gamma) at a state the solver reached: look for a "
+        "division by zero, the sqrt or log of a negative number, or arctan2(0, 0) in "
+        "the Lagrangian, the constraints or the forces."
+    )

@@ -13,8 +13,10 @@ import optimistix as optx
 from jaxtyping import ArrayLike, Float, Real
 
 from ._custom_types import Params, RealScalarLike
-from ._dynamics import VectorField, check_result
+from ._dynamics import VectorField, all_finite, check_result
+from ._initial import _consistent_state
 from ._inputs import coerce_params, coerce_state
+from ._mechanics import constraint_jacobian, num_constraints
 from ._results import RESULTS
 from ._saddle import AbstractSaddleSolver, SchurCholesky
 from ._stabilization import AbstractStabilization, Projection
@@ -54,6 +56,8 @@ def simulate(
     adjoint: dfx.AbstractAdjoint | None = None,
     progress: bool | dfx.AbstractProgressMeter = False,
     throw: bool = True,
+    project_initial: bool = False,
+    initial_tol: RealScalarLike | None = None,
 ) -> Trajectory:
     """Simulate a constrained mechanical system from (q0, qd0) over [t0, t1].
 
@@ -97,6 +101,14 @@ def simulate(
     - `progress`: `True` for a tqdm progress bar, or any diffrax progress meter.
     - `throw`: raise a runtime error (with the fix in its message) if the solve
         fails. With `throw=False` the failure is reported in `result`.
+    - `project_initial`: first move (q0, qd0) to the nearest consistent state, as
+        [`lagrax.consistent_state`][] does with every coordinate free.
+    - `initial_tol`: without `project_initial`, the initial state counts as
+        inconsistent (result `inconsistent_initial_state`) when
+        max |phi(t0, q0)| > initial_tol * max(1, |q0|)^2 or
+        max |J qd0 + phi_t| > initial_tol * max(1, |q0|) * max(1, |qd0|).
+        Default sqrt(machine epsilon) of the dtype (1.5e-8 in float64);
+        `float("inf")` turns the check off.
 
     **Returns:**
 
@@ -141,6 +153,9 @@ def simulate(
             raise ValueError(f"simulate: ts must be 1-D, got shape {ts.shape}.")
     if dt0 is not None:
         dt0 = _strong(dt0, dtype)
+    if initial_tol is None:
+        initial_tol = float(jnp.finfo(dtype).eps) ** 0.5
+    initial = (bool(project_initial), _strong(initial_tol, dtype))
     return _simulate(
         system,
         stabilization,
@@ -158,6 +173,7 @@ def simulate(
         event,
         max_steps,
         throw,
+        initial,
     )
 
 
@@ -179,8 +195,13 @@ def _simulate(
     event,
     max_steps,
     throw,
+    initial,
 ) -> Trajectory:
     t0, t1 = times
+    q0, qd0, initial_result = _initial_state(system, q0, qd0, params, t0, *initial)
+    # Raised before the loop, so that a bad start is named as such rather than
+    # by whatever it breaks first.
+    q0 = check_result(q0, initial_result, throw)
     field = VectorField(system, stabilization, saddle_solver, throw)
     saveat = dfx.SaveAt(t0=True, t1=True) if ts is None else dfx.SaveAt(ts=ts)
     wrapped = stabilization.wrap_solver(solver, system, saddle_solver)
@@ -212,12 +233,48 @@ def _simulate(
     result = RESULTS.where(
         result == RESULTS.max_steps_reached, RESULTS.max_steps, result
     )
+    result = RESULTS.where(initial_result == RESULTS.successful, result, initial_result)
     assert sol.ts is not None and sol.ys is not None
     q, qd = sol.ys
     traj = evaluate_trajectory(
         system, stabilization, saddle_solver, sol.ts, q, qd, params, sol.stats, result
     )
+    # A bad start explains whatever failed after it.
+    traj = eqx.tree_at(
+        lambda tr: tr.result,
+        traj,
+        RESULTS.where(
+            initial_result == RESULTS.successful, traj.result, initial_result
+        ),
+    )
     return check_result(traj, traj.result, throw)
+
+
+def _initial_state(system, q0, qd0, params, t0, project, tol):
+    """(q0, qd0) projected if asked, and the result code of the initial checks."""
+    result = RESULTS.where(
+        all_finite((q0, qd0, params)), RESULTS.successful, RESULTS.nonfinite_inputs
+    )
+    if num_constraints(system, t0, q0, params) == 0:
+        return q0, qd0, result
+    if project:
+        free = np.ones(q0.shape, bool)
+        q0, qd0, res_q, res_qd = _consistent_state(
+            system, q0, qd0, params, t0, free, free, 50
+        )
+        tol = float(jnp.finfo(q0.dtype).eps) ** (2 / 3)  # as consistent_state
+        converged = (res_q <= tol) & (res_qd <= tol)
+        failed = RESULTS.initial_projection_failed
+    else:
+        phi, jac, phi_t = constraint_jacobian(system, t0, q0, params)
+        q_scale = jnp.maximum(1, jnp.max(jnp.abs(q0)))
+        qd_scale = jnp.maximum(1, jnp.max(jnp.abs(qd0)))
+        converged = (jnp.max(jnp.abs(phi)) <= tol * q_scale**2) & (
+            jnp.max(jnp.abs(jac @ qd0 + phi_t)) <= tol * q_scale * qd_scale
+        )
+        failed = RESULTS.inconsistent_initial_state
+    result = RESULTS.where(converged | (result != RESULTS.successful), result, failed)
+    return q0, qd0, result
 
 
 def _strong(x, dtype):
