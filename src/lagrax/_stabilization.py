@@ -142,7 +142,11 @@ class Projection(AbstractStabilization):
         return ProjectedSolver(solver, self._projector(system, saddle_solver))
 
     def project(self, system, saddle_solver, t, q, qd, params):
-        return self._projector(system, saddle_solver)(t, q, qd, params)
+        new_q, new_qd = self._projector(system, saddle_solver)(t, q, qd, params)
+        # A projection that fails (an indefinite mass matrix, NaN terms) reports
+        # the state as integrated, whose own terms then say what is wrong.
+        ok = jnp.all(jnp.isfinite(new_q)) & jnp.all(jnp.isfinite(new_qd))
+        return jnp.where(ok, new_q, q), jnp.where(ok, new_qd, qd)
 
     def _projector(self, system, saddle_solver) -> ManifoldProjector:
         return ManifoldProjector(system, saddle_solver, self.iterations)
