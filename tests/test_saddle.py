@@ -146,3 +146,54 @@ def test_least_squares_simulates_redundant_constraints():
     # The rod force is shared equally by the two identical rows.
     half = np.asarray(minimal.multipliers) / 2
     np.testing.assert_allclose(doubled.multipliers, np.hstack([half, half]), atol=1e-8)
+
+
+def four_bar(redundant):
+    """A planar four-bar in absolute link angles (crank, coupler, rocker), uniform
+    rods under gravity. The loop closes with two equations; `redundant` adds a
+    third, a combination of the two (the dependent closure equation)."""
+    a, b, c, d, g = 1.0, 2.5, 2.0, 3.0, 9.81
+    m1, m2, m3 = 1.0, 2.0, 1.5
+
+    def lagrangian(t, q, qd, p):
+        s, co = jnp.sin(q), jnp.cos(q)
+        vx = -a * s[0] * qd[0] - 0.5 * b * s[1] * qd[1]
+        vy = a * co[0] * qd[0] + 0.5 * b * co[1] * qd[1]
+        kinetic = (m1 * a**2 / 6 * qd[0] ** 2 + m3 * c**2 / 6 * qd[2] ** 2
+                   + 0.5 * m2 * (vx**2 + vy**2) + m2 * b**2 / 24 * qd[1] ** 2)  # fmt: skip
+        potential = g * (m1 * a / 2 * s[0] + m2 * (a * s[0] + b / 2 * s[1])
+                         + m3 * c / 2 * s[2])  # fmt: skip
+        return kinetic - potential
+
+    def constraints(t, q, p):
+        cx = a * jnp.cos(q[0]) + b * jnp.cos(q[1]) - c * jnp.cos(q[2]) - d
+        cy = a * jnp.sin(q[0]) + b * jnp.sin(q[1]) - c * jnp.sin(q[2])
+        rows = [cx, cy]
+        if redundant:
+            rows.append(0.6 * cx + 0.8 * cy)
+        return jnp.stack(rows)
+
+    return lx.System(lagrangian, constraints)
+
+
+def test_least_squares_four_bar_with_a_dependent_closure_equation():
+    minimal, redundant = four_bar(False), four_bar(True)
+    q0, qd0 = lx.consistent_state(minimal, jnp.array([1.2, 0.3, 1.4]),
+                                  jnp.array([2.0, 0.0, 0.0]), {}, fixed_q=[0],
+                                  fixed_qd=[0])  # fmt: skip
+    ts = jnp.linspace(0.0, 2.0, 21)
+    kw = dict(t1=2.0, ts=ts, rtol=1e-10, atol=1e-10)
+    reference = lx.simulate(minimal, q0, qd0, {}, **kw)
+    with pytest.raises(Exception, match="redundant"):
+        lx.simulate(redundant, q0, qd0, {}, **kw)
+    sol = lx.simulate(redundant, q0, qd0, {}, saddle_solver=lx.LeastSquares(), **kw)
+    np.testing.assert_allclose(sol.q, reference.q, atol=1e-8)
+    np.testing.assert_allclose(sol.qd, reference.qd, atol=1e-7)
+    # The same constraint forces J^T lam, shared by the multipliers of least norm:
+    # orthogonal to (0.6, 0.8, -1), the null space of J^T.
+    lam_min, lam = reference.multipliers, sol.multipliers
+    np.testing.assert_allclose(lam @ jnp.array([0.6, 0.8, -1.0]), 0.0, atol=1e-8)
+    combined = lam[:, :2] + lam[:, 2:] * jnp.array([0.6, 0.8])
+    np.testing.assert_allclose(combined, lam_min, rtol=1e-7, atol=1e-7)
+    # And the motion conserves energy: nothing is lost to the redundancy.
+    np.testing.assert_allclose(sol.energy, sol.energy[0], rtol=1e-8)
