@@ -71,15 +71,26 @@ def random_system(seed, rank=M):
 
 @functools.partial(jax.jit, static_argnums=3)
 def accelerations(p, q, qd, solver):
-    qdd, lam = lx.accelerations(SYSTEM, 0.0, q, qd, p, saddle_solver=solver, throw=False)
+    qdd, lam = lx.accelerations(
+        SYSTEM, 0.0, q, qd, p, saddle_solver=solver, throw=False
+    )
     terms = lx.mechanics(SYSTEM, 0.0, q, qd, p)
     return qdd, lam, terms
 
 
 @jax.jit
 def final_state(p, q0, qd0):
-    sol = lx.simulate(SYSTEM, q0, qd0, p, t1=1.0, ts=jnp.linspace(0.0, 1.0, 6),
-                      rtol=1e-11, atol=1e-11, saddle_solver=lx.LeastSquares())  # fmt: skip
+    sol = lx.simulate(
+        SYSTEM,
+        q0,
+        qd0,
+        p,
+        t1=1.0,
+        ts=jnp.linspace(0.0, 1.0, 6),
+        rtol=1e-11,
+        atol=1e-11,
+        saddle_solver=lx.LeastSquares(),
+    )
     return sol.q, sol.multipliers, sol.energy, sol.result
 
 
@@ -88,8 +99,10 @@ def final_state(p, q0, qd0):
 def test_constraint_accelerations_hold_to_round_off(seed, rank):
     p, q, qd = random_system(seed, rank)
     qdd, _, terms = accelerations(p, q, qd, lx.LeastSquares())
-    scale = 1 + jnp.max(jnp.abs(terms.jac)) * jnp.max(jnp.abs(qdd)) + jnp.max(
-        jnp.abs(terms.gamma)
+    scale = (
+        1
+        + jnp.max(jnp.abs(terms.jac)) * jnp.max(jnp.abs(qdd))
+        + jnp.max(jnp.abs(terms.gamma))
     )
     np.testing.assert_allclose(terms.jac @ qdd + terms.gamma, 0.0, atol=1e-10 * scale)
 
@@ -98,8 +111,10 @@ def test_constraint_accelerations_hold_to_round_off(seed, rank):
 @given(seed=seeds)
 def test_saddle_solvers_agree(seed):
     p, q, qd = random_system(seed)
-    results = [accelerations(p, q, qd, s)[:2]
-               for s in (lx.SchurCholesky(), lx.DenseLU(), lx.LeastSquares())]  # fmt: skip
+    results = [
+        accelerations(p, q, qd, s)[:2]
+        for s in (lx.SchurCholesky(), lx.DenseLU(), lx.LeastSquares())
+    ]
     for qdd, lam in results[1:]:
         np.testing.assert_allclose(qdd, results[0][0], rtol=1e-7, atol=1e-9)
         np.testing.assert_allclose(lam, results[0][1], rtol=1e-7, atol=1e-9)
@@ -159,8 +174,17 @@ ROTATED = rotated(SYSTEM)
 
 @jax.jit
 def final_rotated(p, q0, qd0):
-    sol = lx.simulate(ROTATED, q0, qd0, p, t1=1.0, ts=jnp.linspace(0.0, 1.0, 6),
-                      rtol=1e-11, atol=1e-11, saddle_solver=lx.LeastSquares())  # fmt: skip
+    sol = lx.simulate(
+        ROTATED,
+        q0,
+        qd0,
+        p,
+        t1=1.0,
+        ts=jnp.linspace(0.0, 1.0, 6),
+        rtol=1e-11,
+        atol=1e-11,
+        saddle_solver=lx.LeastSquares(),
+    )
     return sol.q, sol.multipliers
 
 

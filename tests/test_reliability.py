@@ -127,3 +127,24 @@ def test_consistent_state_failure_gives_the_residual():
         jax.jit(lambda q: lx.consistent_state(MODEL.system, q, QD0, P, fixed_q=[0]))(
             jnp.array([2 * P["l"], 0.0])
         )
+
+
+@pytest.mark.slow
+def test_soak_a_million_steps_with_projection():
+    """benchmarks/soak.py: 10^6 fixed Dopri8 steps of the pendulum (about 15 s)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "soak.py"
+    spec = importlib.util.spec_from_file_location("soak", path)
+    soak = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(soak)
+    report = soak.soak(1_000_000)
+    assert report["steps"] == 1_000_000
+    assert report["max_phi"] < 1e-12 and report["max_phi_dot"] < 1e-12
+    # Bounded: round-off level, and the second half no worse than the first
+    # (a linear drift would double it).
+    assert report["energy_error_second_half"] < 1e-11
+    assert report["energy_error_second_half"] < 1.5 * max(
+        report["energy_error_first_half"], 1e-13
+    )

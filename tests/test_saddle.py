@@ -159,8 +159,8 @@ def four_bar(redundant):
         s, co = jnp.sin(q), jnp.cos(q)
         vx = -a * s[0] * qd[0] - 0.5 * b * s[1] * qd[1]
         vy = a * co[0] * qd[0] + 0.5 * b * co[1] * qd[1]
-        kinetic = (m1 * a**2 / 6 * qd[0] ** 2 + m3 * c**2 / 6 * qd[2] ** 2
-                   + 0.5 * m2 * (vx**2 + vy**2) + m2 * b**2 / 24 * qd[1] ** 2)  # fmt: skip
+        rods = m1 * a**2 / 6 * qd[0] ** 2 + m3 * c**2 / 6 * qd[2] ** 2
+        kinetic = rods + 0.5 * m2 * (vx**2 + vy**2) + m2 * b**2 / 24 * qd[1] ** 2
         potential = g * (m1 * a / 2 * s[0] + m2 * (a * s[0] + b / 2 * s[1])
                          + m3 * c / 2 * s[2])  # fmt: skip
         return kinetic - potential
