@@ -105,6 +105,11 @@ BAD = {
     "duplicate labels": ("[[runs]]\nlabel = 'a'\n[[runs]]\nlabel = 'a'\n", "twice"),
     "missing label": ("[[runs]]\n[[runs]]\n", "'runs[0].label'"),
     "bool as number": ("save_points = true\n", "'save_points'"),
+    # Strings are data, never code: only 'system = "module:factory"' imports.
+    "code as a value": (
+        "[params]\nm = \"__import__('os').getcwd()\"\n",
+        "'params.m': expected a number",
+    ),
 }
 
 

@@ -1,5 +1,6 @@
 """`consistent_state`: initial (q, qd) that satisfy the constraints."""
 
+import functools
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -109,18 +110,25 @@ def consistent_state(
     failed = (res_q > tol) | (res_qd > tol)
     if not throw:
         return q, qd
+    message = functools.partial(_raise_unconverged, tol, free_q, free_qd)
     if isinstance(failed, jax.core.Tracer):
-        q = eqx.error_if(q, failed, _failure_message())
+        # Under jit: a host callback, so that the message carries the residuals.
+        jax.debug.callback(message, failed, res_q, res_qd)
         return q, qd
-    if bool(failed):
-        raise ValueError(
-            _failure_message()
-            + f" Reached max |phi| = {float(res_q):.3e}, max |J qd + phi_t| = "
-            f"{float(res_qd):.3e} (tol {tol:.1e}); free coordinates "
-            f"{np.flatnonzero(free_q).tolist()}, free velocities "
-            f"{np.flatnonzero(free_qd).tolist()}."
-        )
+    message(failed, res_q, res_qd)
     return q, qd
+
+
+def _raise_unconverged(tol, free_q, free_qd, failed, res_q, res_qd) -> None:
+    if not np.any(failed):
+        return
+    raise ValueError(
+        _failure_message()
+        + f" Reached max |phi| = {float(np.max(res_q)):.3e}, max |J qd + phi_t| = "
+        f"{float(np.max(res_qd)):.3e} (tol {tol:.1e}); free coordinates "
+        f"{np.flatnonzero(free_q).tolist()}, free velocities "
+        f"{np.flatnonzero(free_qd).tolist()}."
+    )
 
 
 def _failure_message() -> str:
