@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Params
+from ._mechanics import mass_matrix  # the one definition of M
 from ._system import System
 
 
@@ -63,8 +64,6 @@ def constant_diagonal_mass(system: System, t, q, qd, params: Params) -> bool:
 
 
 def _decide(system, t, q, qd, dynamic, static) -> bool:
-    from ._mechanics import mass_matrix  # the one definition of M
-
     def mass(t_, q_, qd_, dynamic_):
         params = eqx.combine(dynamic_, static)
         return mass_matrix(system, t_, q_, qd_, params)
