@@ -233,7 +233,6 @@ def _simulate(
     result = RESULTS.where(
         result == RESULTS.max_steps_reached, RESULTS.max_steps, result
     )
-    result = RESULTS.where(initial_result == RESULTS.successful, result, initial_result)
     assert sol.ts is not None and sol.ys is not None
     q, qd = sol.ys
     traj = evaluate_trajectory(
