@@ -103,7 +103,7 @@ def consistent_state(
     free_q = _free_mask("fixed_q", fixed_q, n)
     free_qd = _free_mask("fixed_qd", fixed_qd, n)
     if tol is None:
-        tol = float(jnp.finfo(q.dtype).eps) ** (2 / 3)
+        tol = default_tol(q.dtype)
     q, qd, res_q, res_qd = _consistent_state(
         system, q, qd, params, jnp.asarray(t, q.dtype), free_q, free_qd, max_iterations
     )
@@ -129,6 +129,11 @@ def _raise_unconverged(tol, free_q, free_qd, failed, res_q, res_qd) -> None:
         f"{np.flatnonzero(free_q).tolist()}, free velocities "
         f"{np.flatnonzero(free_qd).tolist()}."
     )
+
+
+def default_tol(dtype) -> float:
+    """The residual below which a state counts as consistent: eps^(2/3)."""
+    return float(jnp.finfo(dtype).eps) ** (2 / 3)
 
 
 def _failure_message() -> str:

@@ -14,7 +14,7 @@ from jaxtyping import ArrayLike, Float, Real
 
 from ._custom_types import Params, RealScalarLike
 from ._dynamics import VectorField, all_finite, check_result
-from ._initial import _consistent_state
+from ._initial import _consistent_state, default_tol
 from ._inputs import coerce_params, coerce_state
 from ._mechanics import constraint_jacobian, num_constraints
 from ._results import RESULTS
@@ -261,7 +261,7 @@ def _initial_state(system, q0, qd0, params, t0, project, tol):
         q0, qd0, res_q, res_qd = _consistent_state(
             system, q0, qd0, params, t0, free, free, 50
         )
-        tol = float(jnp.finfo(q0.dtype).eps) ** (2 / 3)  # as consistent_state
+        tol = default_tol(q0.dtype)
         converged = (res_q <= tol) & (res_qd <= tol)
         failed = RESULTS.initial_projection_failed
     else:
