@@ -2,8 +2,9 @@
 
 import importlib.metadata
 
-from . import systems as systems
+from . import bodies as bodies, systems as systems
 from ._batch import simulate_batch as simulate_batch
+from .bodies import body_torque as body_torque, point_force as point_force
 from ._control import (
     AbstractControl as AbstractControl,
     CubicSpline as CubicSpline,

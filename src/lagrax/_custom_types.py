@@ -18,3 +18,5 @@ ConstraintFn: TypeAlias = Callable[[Any, Any, Params], Any]
 """`constraints(t, q, params) -> (m,)`."""
 ForceFn: TypeAlias = Callable[[Any, Any, Any, Params], Any]
 """`forces(t, q, qd, params) -> (n,)`."""
+VelocityConstraintFn: TypeAlias = Callable[[Any, Any, Any, Params], Any]
+"""`velocity_constraints(t, q, qd, params) -> (k,)`, affine in qd: A(t, q) qd + b(t, q)."""

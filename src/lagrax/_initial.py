@@ -12,7 +12,12 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from ._custom_types import Params, RealScalarLike
 from ._inputs import coerce_params, coerce_state
-from ._mechanics import constraint_jacobian, constraint_value
+from ._mechanics import (
+    constraint_jacobian,
+    constraint_value,
+    num_constraints,
+    velocity_jacobian,
+)
 from ._system import System
 
 
@@ -69,7 +74,8 @@ def consistent_state(
     coordinates, each step the minimal-norm correction dq = -pinv(J_free) phi,
     with a backtracking line search on |phi| so that rough guesses converge.
     Velocities: the minimal-norm change of the free velocities that satisfies
-    J qd + phi_t = 0 (one linear least-squares step at the new positions).
+    J qd + phi_t = 0 and the velocity constraints A qd + b = 0 (one linear
+    least-squares step at the new positions).
 
     As in a textbook: fix x1 and theta2 of a slider-pendulum, and the constraints
     give the others.
@@ -82,8 +88,8 @@ def consistent_state(
     - `t`: the time at which the constraints must hold.
     - `fixed_q`, `fixed_qd`: indices (or a boolean mask of length n) of the
         coordinates and velocities to keep as given.
-    - `tol`: largest acceptable |phi| and |J qd + phi_t| (the velocity residual
-        relative to max(1, |qd|)). Default eps^(2/3) of the dtype (4e-11 in
+    - `tol`: largest acceptable |phi| and |J qd + phi_t|, |A qd + b| (the velocity
+        residuals relative to max(1, |qd|)). Default eps^(2/3) of the dtype (4e-11 in
         float64).
     - `max_iterations`: Gauss-Newton iterations at most.
     - `throw`: raise if no consistent state was found within `tol`.
@@ -148,14 +154,19 @@ def _failure_message() -> str:
 def _consistent_state(system, q, qd, params, t, free_q, free_qd, max_iterations):
     free_q = jnp.asarray(free_q, q.dtype)
     free_qd = jnp.asarray(free_qd, q.dtype)
-    (q_new, _), res_q = _nearest_point(
-        system, q, params, t, free_q, max_iterations=max_iterations
-    )
+    if num_constraints(system, t, q, params):
+        (q_new, _), res_q = _nearest_point(
+            system, q, params, t, free_q, max_iterations=max_iterations
+        )
+    else:
+        q_new, res_q = q, jnp.zeros((), q.dtype)
     # The velocities are one linear least-squares step: differentiable as it is.
-    _, jac, phi_t = constraint_jacobian(system, t, q_new, params)
-    correction = _min_norm(jac * free_qd, jac @ qd + phi_t)
+    jac, rate = velocity_jacobian(system, t, q_new, params)
+    if jac.shape[0] == 0:
+        return q_new, qd, res_q, jnp.zeros((), q.dtype)
+    correction = _min_norm(jac * free_qd, jac @ qd + rate)
     qd = qd - free_qd * correction
-    res_qd = _inf(jac @ qd + phi_t) / jnp.maximum(1, _inf(qd))
+    res_qd = _inf(jac @ qd + rate) / jnp.maximum(1, _inf(qd))
     return q_new, qd, res_q, res_qd
 
 

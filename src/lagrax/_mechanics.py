@@ -14,6 +14,12 @@ nested jvps of phi along the path direction (1, qd):
     gamma   = d2/dt2 phi(t, q(t)) at qdd = 0 = (J qd)_q qd + 2 phi_tq qd + phi_tt,
 
 so explicitly time-dependent (rheonomic) constraints need no extra code.
+
+Velocity (nonholonomic, Pfaffian) constraints psi(t, q, qd) = A qd + b = 0 add
+rows A = dpsi/dqd to the constraint matrix and, at the acceleration level,
+A qdd + gamma_v = 0 with gamma_v = psi_t + psi_q qd (one jvp along (1, qd) with
+qd held). Every constraint array below is stacked, holonomic rows first; a
+velocity constraint has no position residual, and its rows of `phi` are zero.
 """
 
 import equinox as eqx
@@ -28,7 +34,9 @@ from ._system import System, function_name
 class Mechanics(eqx.Module):
     """The terms of the acceleration-level saddle-point problem at one state.
 
-    `M qdd - J^T lam = force` and `J qdd = -gamma + (stabilization)`.
+    `M qdd - J^T lam = force` and `J qdd = -gamma + (stabilization)`. With
+    velocity constraints, `jac`, `phi_dot` and `gamma` have k more rows (A,
+    A qd + b and gamma_v) and `phi` k more zeros.
     """
 
     mass: Float[Array, "n n"]
@@ -81,11 +89,37 @@ def force_value(system: System, t, q, qd, params: Params) -> Float[Array, " n"]:
     return value
 
 
+def velocity_constraint_value(
+    system: System, t, q, qd, params: Params
+) -> Float[Array, " k"]:
+    """psi(t, q, qd, params), checked to be 1-D (empty if there are none)."""
+    if system.velocity_constraints is None:
+        return jnp.zeros((0,), q.dtype)
+    value = jnp.asarray(system.velocity_constraints(t, q, qd, params))
+    if value.ndim != 1:
+        name = function_name(system.velocity_constraints)
+        raise ValueError(
+            f"System.velocity_constraints ({name}) must return a 1-D array of shape "
+            f"(k,), but returned shape {value.shape}. Return `jnp.stack([psi1, "
+            "psi2, ...])`, or `jnp.atleast_1d(psi)` for a single constraint."
+        )
+    return value
+
+
 def num_constraints(system: System, t, q, params: Params) -> int:
-    """m, the number of constraints, found from shapes alone (no computation)."""
+    """m, the number of holonomic constraints, from shapes alone (no computation)."""
     return jax.eval_shape(lambda q_: constraint_value(system, t, q_, params), q).shape[
         0
     ]
+
+
+def num_velocity_constraints(system: System, t, q, params: Params) -> int:
+    """k, the number of velocity constraints, from shapes alone."""
+    if system.velocity_constraints is None:
+        return 0
+    return jax.eval_shape(
+        lambda q_: velocity_constraint_value(system, t, q_, q_, params), q
+    ).shape[0]
 
 
 def _as_time(t, q: Array) -> Array:
@@ -116,7 +150,11 @@ def mechanics(system: System, t, q, qd, params: Params) -> Mechanics:
 
 
 def constraint_terms(system: System, t, q, qd, params: Params):
-    """(phi, phi_dot, gamma, J) at (t, q, qd), by nested jvp along (1, qd)."""
+    """(phi, phi_dot, gamma, J) at (t, q, qd), by nested jvp along (1, qd).
+
+    Velocity constraints, if any, are stacked below: phi 0, phi_dot psi, gamma
+    gamma_v and J A.
+    """
     t = _as_time(t, q)
     one = jnp.ones((), q.dtype)
 
@@ -128,7 +166,21 @@ def constraint_terms(system: System, t, q, qd, params: Params):
 
     (phi, phi_dot), (_, gamma) = jax.jvp(phi_and_rate, (t, q), (one, qd))
     jac = jax.jacfwd(phi_fn, argnums=1)(t, q)
-    return phi, phi_dot, gamma, jac
+    if system.velocity_constraints is None:
+        return phi, phi_dot, gamma, jac
+
+    def psi_fn(t_, q_, qd_):
+        return velocity_constraint_value(system, t_, q_, qd_, params)
+
+    # psi is affine in qd: A = dpsi/dqd exactly; d/dt psi = A qdd + gamma_v.
+    psi, gamma_v = jax.jvp(lambda t_, q_: psi_fn(t_, q_, qd), (t, q), (one, qd))
+    a = jax.jacfwd(psi_fn, argnums=2)(t, q, qd)
+    return (
+        jnp.concatenate([phi, jnp.zeros_like(psi)]),
+        jnp.concatenate([phi_dot, psi]),
+        jnp.concatenate([gamma, gamma_v]),
+        jnp.concatenate([jac, a]),
+    )
 
 
 def constraint_jacobian(system: System, t, q, params: Params):
@@ -141,6 +193,24 @@ def constraint_jacobian(system: System, t, q, params: Params):
     phi, phi_t = jax.jvp(phi_fn, (t, q), (jnp.ones((), q.dtype), jnp.zeros_like(q)))
     jac = jax.jacfwd(phi_fn, argnums=1)(t, q)
     return phi, jac, phi_t
+
+
+def velocity_jacobian(system: System, t, q, params: Params):
+    """(G, r) at (t, q): every constraint at the velocity level is G qd + r = 0.
+
+    G stacks J and A, r stacks phi_t and b (holonomic rows first).
+    """
+    t = _as_time(t, q)
+    _, jac, phi_t = constraint_jacobian(system, t, q, params)
+    if system.velocity_constraints is None:
+        return jac, phi_t
+    zero = jnp.zeros_like(q)
+
+    def psi_fn(qd_):
+        return velocity_constraint_value(system, t, q, qd_, params)
+
+    b, a = psi_fn(zero), jax.jacfwd(psi_fn)(zero)
+    return jnp.concatenate([jac, a]), jnp.concatenate([phi_t, b])
 
 
 def mass_matrix(system: System, t, q, qd, params: Params) -> Float[Array, "n n"]:

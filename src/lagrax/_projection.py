@@ -6,7 +6,13 @@ import jax
 import jax.numpy as jnp
 
 from ._custom_types import Params
-from ._mechanics import constraint_jacobian, mass_matrix, num_constraints
+from ._mechanics import (
+    constraint_jacobian,
+    mass_matrix,
+    num_constraints,
+    num_velocity_constraints,
+    velocity_jacobian,
+)
 from ._saddle import AbstractSaddleSolver
 from ._system import System
 
@@ -17,7 +23,9 @@ class ManifoldProjector(eqx.Module):
     Positions: Gauss-Newton on min (q' - q)^T M (q' - q) subject to phi(t, q') = 0,
     each correction the saddle solve of [[M, -J^T], [J, 0]] [dq, mu] = [0, -phi].
     Velocities: the same metric and saddle solve with residual J qd + phi_t, exact
-    in one step for a given J; repeated with each new J.
+    in one step for a given J; repeated with each new J. Velocity constraints
+    A qd + b = 0 join the velocity step (the matrix [J; A]); positions know only
+    phi.
 
     Derivatives are those of the exact projection, by the implicit function
     theorem at the projected point (dq* = P dq with P the M-orthogonal projector
@@ -32,7 +40,8 @@ class ManifoldProjector(eqx.Module):
     iterations: int = eqx.field(static=True, default=3)
 
     def __call__(self, t, q, qd, params: Params):
-        if num_constraints(self.system, t, q, params) == 0:
+        m = num_constraints(self.system, t, q, params)
+        if m + num_velocity_constraints(self.system, t, q, params) == 0:
             return q, qd
         return _project(
             self.system,
@@ -50,14 +59,20 @@ def _newton(system, saddle_solver, t, q, qd, params, iterations):
     saddle_solver = saddle_solver.specialize(system, t, q, qd, params)
     zero = jnp.zeros_like(q)
 
+    def correction(jac, residual):
+        return saddle_solver.solve(mass, jac, zero, -residual).qdd
+
     def newton(_, state):
         q_, qd_ = state
         phi, jac, phi_t = constraint_jacobian(system, t, q_, params)
-        residuals = jnp.stack([phi, jac @ qd_ + phi_t])
-        dq, dqd = jax.vmap(lambda r: saddle_solver.solve(mass, jac, zero, -r).qdd)(
-            residuals
-        )
-        return q_ + dq, qd_ + dqd
+        if system.velocity_constraints is None:
+            # One batched solve for both corrections (the same matrix).
+            residuals = jnp.stack([phi, jac @ qd_ + phi_t])
+            dq, dqd = jax.vmap(lambda r: correction(jac, r))(residuals)
+            return q_ + dq, qd_ + dqd
+        dq = correction(jac, phi) if phi.shape[0] else zero
+        g, r = velocity_jacobian(system, t, q_, params)
+        return q_ + dq, qd_ + correction(g, g @ qd_ + r)
 
     # Each iteration corrects both; once q has converged (the last iteration's dq
     # is at round-off level) the velocity correction used the final J.
@@ -78,28 +93,33 @@ def _project_jvp(primals, tangents, *, iterations):
     saddle_solver = saddle_solver.specialize(system, t, q_star, qd_star, params)
     _, jac, _ = constraint_jacobian(system, t, q_star, params)
 
-    def correction(residual):  # -M^-1 J^T (J M^-1 J^T)^-1 residual
-        return saddle_solver.solve(mass, jac, jnp.zeros_like(q), -residual).qdd
+    def correction(jac_, residual):  # -M^-1 J^T (J M^-1 J^T)^-1 residual
+        return saddle_solver.solve(mass, jac_, jnp.zeros_like(q), -residual).qdd
 
     # q* = q + correction(phi(t, q*)) to first order: dq* = dq + correction(J dq
     # + phi_t dt + phi_params dparams), the last two with q* held.
-    _, d_phi = _jvp(
-        lambda t_, p_: constraint_jacobian(system, t_, q_star, p_)[0],
-        (t, params),
-        (t_t, t_params),
-    )
     d_q = _zeros_if_none(t_q, q)
-    d_q_star = d_q + correction(jac @ d_q + d_phi)
+    if jac.shape[0]:
+        _, d_phi = _jvp(
+            lambda t_, p_: constraint_jacobian(system, t_, q_star, p_)[0],
+            (t, params),
+            (t_t, t_params),
+        )
+        d_q_star = d_q + correction(jac, jac @ d_q + d_phi)
+    else:
+        d_q_star = d_q
 
-    # qd* = qd - G r(q*, qd), r = J(q*) qd + phi_t(q*): dqd* = dqd + correction(dr).
+    # qd* = qd - G r(q*, qd), r = J(q*) qd + phi_t(q*) (and A qd + b): dqd* =
+    # dqd + correction(dr).
     def velocity_residual(q_, qd_, t_, p_):
-        _, jac_, phi_t = constraint_jacobian(system, t_, q_, p_)
-        return jac_ @ qd_ + phi_t
+        g_, r_ = velocity_jacobian(system, t_, q_, p_)
+        return g_ @ qd_ + r_
 
+    g, _ = velocity_jacobian(system, t, q_star, params)
     _, d_residual = _jvp(
         velocity_residual, (q_star, qd, t, params), (d_q_star, t_qd, t_t, t_params)
     )
-    d_qd_star = _zeros_if_none(t_qd, qd) + correction(d_residual)
+    d_qd_star = _zeros_if_none(t_qd, qd) + correction(g, d_residual)
     return (q_star, qd_star), (d_q_star, d_qd_star)
 
 

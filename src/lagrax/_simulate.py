@@ -16,7 +16,12 @@ from ._custom_types import Params, RealScalarLike
 from ._dynamics import VectorField, all_finite, check_result
 from ._initial import _consistent_state, default_tol
 from ._inputs import coerce_params, coerce_state
-from ._mechanics import constraint_jacobian, num_constraints
+from ._mechanics import (
+    constraint_jacobian,
+    num_constraints,
+    num_velocity_constraints,
+    velocity_jacobian,
+)
 from ._results import RESULTS
 from ._saddle import AbstractSaddleSolver, SchurCholesky
 from ._stabilization import AbstractStabilization, Projection
@@ -106,7 +111,8 @@ def simulate(
     - `initial_tol`: without `project_initial`, the initial state counts as
         inconsistent (result `inconsistent_initial_state`) when
         max |phi(t0, q0)| > initial_tol * max(1, |q0|)^2 or
-        max |J qd0 + phi_t| > initial_tol * max(1, |q0|) * max(1, |qd0|).
+        max |J qd0 + phi_t| (or |A qd0 + b|) > initial_tol * max(1, |q0|) *
+        max(1, |qd0|).
         Default sqrt(machine epsilon) of the dtype (1.5e-8 in float64);
         `float("inf")` turns the check off.
 
@@ -254,7 +260,8 @@ def _initial_state(system, q0, qd0, params, t0, project, tol):
     result = RESULTS.where(
         all_finite((q0, qd0, params)), RESULTS.successful, RESULTS.nonfinite_inputs
     )
-    if num_constraints(system, t0, q0, params) == 0:
+    m = num_constraints(system, t0, q0, params)
+    if m + num_velocity_constraints(system, t0, q0, params) == 0:
         return q0, qd0, result
     if project:
         free = np.ones(q0.shape, bool)
@@ -265,11 +272,12 @@ def _initial_state(system, q0, qd0, params, t0, project, tol):
         converged = (res_q <= tol) & (res_qd <= tol)
         failed = RESULTS.initial_projection_failed
     else:
-        phi, jac, phi_t = constraint_jacobian(system, t0, q0, params)
+        phi, _, _ = constraint_jacobian(system, t0, q0, params)
+        jac, rate = velocity_jacobian(system, t0, q0, params)
         q_scale = jnp.maximum(1, jnp.max(jnp.abs(q0)))
         qd_scale = jnp.maximum(1, jnp.max(jnp.abs(qd0)))
-        converged = (jnp.max(jnp.abs(phi)) <= tol * q_scale**2) & (
-            jnp.max(jnp.abs(jac @ qd0 + phi_t)) <= tol * q_scale * qd_scale
+        converged = (jnp.max(jnp.abs(phi), initial=0) <= tol * q_scale**2) & (
+            jnp.max(jnp.abs(jac @ qd0 + rate), initial=0) <= tol * q_scale * qd_scale
         )
         failed = RESULTS.inconsistent_initial_state
     result = RESULTS.where(converged | (result != RESULTS.successful), result, failed)

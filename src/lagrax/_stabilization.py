@@ -78,7 +78,8 @@ class Baumgarte(AbstractStabilization):
 
     The constraint error then obeys the damped oscillator
     phi'' + 2 alpha phi' + beta^2 phi = 0 instead of phi'' = 0, so drift decays
-    instead of growing. alpha = beta is critical damping. Choose 1/alpha a few
+    instead of growing. A velocity constraint psi = A qd + b gets
+    psi' + 2 alpha psi = 0. alpha = beta is critical damping. Choose 1/alpha a few
     times shorter than the time scale of the motion; too large makes the system
     stiff. Cheap (no extra solves), but the constraints hold only approximately.
 
@@ -118,8 +119,9 @@ class Projection(AbstractStabilization):
     index-1 system, q moves to the nearest point of phi(t, q) = 0 in the metric of
     the mass matrix (Gauss-Newton iterations dq = -M^-1 J^T (J M^-1 J^T)^-1 phi),
     and qd to the nearest velocity with J qd + phi_t = 0 (exact for a given J,
-    repeated with each new J). Saved states are projected too, so every reported
-    state satisfies both to round-off whatever the tolerance.
+    repeated with each new J). Velocity constraints A qd + b = 0 join the velocity
+    step. Saved states are projected too, so every reported state satisfies both
+    to round-off whatever the tolerance.
 
     Parameter-free and robust; costs `iterations` evaluations of the constraint
     Jacobian and saddle solves per step: a simulation with Dopri8 takes 30-50 %

@@ -4,7 +4,12 @@ from collections.abc import Callable
 
 import equinox as eqx
 
-from ._custom_types import ConstraintFn, ForceFn, LagrangianFn
+from ._custom_types import (
+    ConstraintFn,
+    ForceFn,
+    LagrangianFn,
+    VelocityConstraintFn,
+)
 
 
 def _check_callable(name: str, fn: object, *, optional: bool) -> None:
@@ -21,17 +26,21 @@ _SIGNATURES = {
     "lagrangian": "Write it as `lagrangian(t, q, qd, params) -> scalar`.",
     "constraints": "Write it as `constraints(t, q, params) -> array of shape (m,)`.",
     "forces": "Write it as `forces(t, q, qd, params) -> array of shape (n,)`.",
+    "velocity_constraints": "Write it as `velocity_constraints(t, q, qd, params) "
+    "-> array of shape (k,)`, affine in qd.",
 }
 
 
 class System(eqx.Module):
-    """A mechanical system given by a Lagrangian, holonomic constraints and forces.
+    """A mechanical system given by a Lagrangian, constraints and forces.
 
     The equations of motion are
 
-        d/dt dL/dqd - dL/dq = forces + J^T lam,     phi(t, q) = 0,
+        d/dt dL/dqd - dL/dq = forces + J^T lam + A^T mu,
+        phi(t, q) = 0,     psi(t, q, qd) = A(t, q) qd + b(t, q) = 0,
 
-    with J = dphi/dq and lam the Lagrange multipliers (the constraint forces).
+    with J = dphi/dq, A = dpsi/dqd and (lam, mu) the Lagrange multipliers (the
+    constraint forces). The multipliers are reported stacked, holonomic first.
     Every term that the equations need (mass matrix, bias forces, constraint
     Jacobian, its time derivatives) is derived by automatic differentiation.
 
@@ -46,6 +55,11 @@ class System(eqx.Module):
         `None` for an unconstrained system.
     - `forces`: `forces(t, q, qd, params) -> (n,)`, generalized non-conservative
         forces (damping, actuation, ...). `None` for none.
+    - `velocity_constraints`: `velocity_constraints(t, q, qd, params) -> (k,)`,
+        nonholonomic (Pfaffian) constraints psi = A(t, q) qd + b(t, q) = 0, which
+        must be affine in qd (a knife edge, a rolling disc). lagrax differentiates
+        them once to the acceleration level and solves them in the same saddle
+        system as the holonomic ones. `None` for none.
 
     A `System` is a pytree: keep one instance and reuse it, so that repeated calls
     to [`lagrax.simulate`][] hit the compilation cache (the functions are compared
@@ -55,11 +69,15 @@ class System(eqx.Module):
     lagrangian: LagrangianFn
     constraints: ConstraintFn | None = None
     forces: ForceFn | None = None
+    velocity_constraints: VelocityConstraintFn | None = None
 
     def __check_init__(self):
         _check_callable("lagrangian", self.lagrangian, optional=False)
         _check_callable("constraints", self.constraints, optional=True)
         _check_callable("forces", self.forces, optional=True)
+        _check_callable(
+            "velocity_constraints", self.velocity_constraints, optional=True
+        )
 
 
 def function_name(fn: Callable) -> str:

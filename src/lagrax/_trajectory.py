@@ -24,8 +24,11 @@ class Trajectory(eqx.Module):
     - `ts`: (T,) the saved times.
     - `q`, `qd`, `qdd`: (T, n) coordinates, velocities, accelerations.
     - `multipliers`: (T, m) Lagrange multipliers lam; the generalized constraint
-        forces are J^T lam (sign convention M qdd = f + J^T lam).
-    - `phi`, `phi_dot`: (T, m) constraint residuals phi(t, q) and J qd + phi_t.
+        forces are J^T lam (sign convention M qdd = f + J^T lam). With k velocity
+        constraints, (T, m + k): their multipliers mu follow, forces A^T mu.
+    - `phi`, `phi_dot`: (T, m) constraint residuals phi(t, q) and J qd + phi_t;
+        with velocity constraints (T, m + k), their residuals A qd + b in the last
+        k columns of `phi_dot` (and zeros in those of `phi`).
     - `energy`: (T,) the Jacobi integral qd . dL/dqd - L (T + V for natural
         systems); constant for conservative time-independent systems.
     - `stats`: diffrax's statistics (`num_steps`, `num_accepted_steps`,

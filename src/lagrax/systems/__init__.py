@@ -5,9 +5,15 @@ from collections.abc import Callable
 from ._model import Model as Model
 from .andrews import andrews as andrews
 from .car_axis import car_axis as car_axis
+from .cart_pole import cart_pole as cart_pole
+from .chain import chain as chain
 from .double_pendulum import double_pendulum as double_pendulum
+from .four_bar import four_bar as four_bar
 from .pendulum import pendulum as pendulum
+from .sleigh import sleigh as sleigh
+from .slider_crank import slider_crank as slider_crank
 from .slider_pendulum import slider_pendulum as slider_pendulum
+from .top import top as top
 
 
 BUILTIN: dict[str, Callable[[], Model]] = {
@@ -16,6 +22,12 @@ BUILTIN: dict[str, Callable[[], Model]] = {
     "double_pendulum": double_pendulum,
     "andrews": andrews,
     "car_axis": car_axis,
+    "four_bar": four_bar,
+    "slider_crank": slider_crank,
+    "cart_pole": cart_pole,
+    "chain": chain,
+    "top": top,
+    "sleigh": sleigh,
 }
 
 

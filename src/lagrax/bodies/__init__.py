@@ -1,0 +1,44 @@
+"""Rigid bodies, joints and loads: build a System from physical parts.
+
+    from lagrax import bodies as lb
+
+    crank = lb.PlanarBody(0, mass="m1", inertia="I1")
+    system = lb.assemble([crank, ...], joints=[lb.Revolute(lb.GROUND, None,
+                         crank, (-0.5, 0.0)), ...], gravity=(0.0, -9.81))
+"""
+
+from ._assemble import (
+    assemble as assemble,
+    constraint_labels as constraint_labels,
+)
+from ._body import (
+    GROUND as GROUND,
+    GROUND_3D as GROUND_3D,
+    AbstractBody as AbstractBody,
+    Ground as Ground,
+    PlanarBody as PlanarBody,
+    SpatialBody as SpatialBody,
+    Value as Value,
+    quaternion_rotation as quaternion_rotation,
+    resolve as resolve,
+    rotation_2d as rotation_2d,
+)
+from ._joints import (
+    AbstractJoint as AbstractJoint,
+    Driver as Driver,
+    Fixed as Fixed,
+    KnifeEdge as KnifeEdge,
+    Prismatic as Prismatic,
+    Revolute as Revolute,
+    Spherical as Spherical,
+)
+from ._loads import (
+    AbstractLoad as AbstractLoad,
+    Actuator as Actuator,
+    BodyTorque as BodyTorque,
+    Damper as Damper,
+    PointForce as PointForce,
+    Spring as Spring,
+    body_torque as body_torque,
+    point_force as point_force,
+)

@@ -1,0 +1,149 @@
+"""`assemble`: a System from bodies, joints, loads and gravity."""
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from .._system import System
+from ._body import AbstractBody, SpatialBody, Value, resolve
+from ._joints import AbstractJoint, KnifeEdge
+from ._loads import AbstractLoad
+
+
+def _check_layout(bodies: Sequence[AbstractBody]) -> int:
+    if not bodies:
+        raise ValueError("assemble: give at least one body.")
+    for body in bodies:
+        if not isinstance(body, AbstractBody):
+            raise TypeError(
+                "assemble: `bodies` must be PlanarBody or SpatialBody objects, got "
+                f"{type(body).__name__}."
+            )
+    dims = {body.dim for body in bodies}
+    if len(dims) > 1:
+        raise ValueError("assemble: mix of planar and spatial bodies; use one kind.")
+    spans = sorted((body.index, body.index + body.size) for body in bodies)
+    end = 0
+    for start, stop in spans:
+        if start != end:
+            raise ValueError(
+                f"assemble: the bodies' coordinates must tile q without gaps or "
+                f"overlaps, but a body starts at index {start} where {end} was "
+                f"expected. Give body k the index {bodies[0].size} * k."
+            )
+        end = stop
+    return end
+
+
+class _Lagrangian(eqx.Module):
+    bodies: tuple[AbstractBody, ...]
+    loads: tuple[AbstractLoad, ...]
+    gravity: Value
+    n: int = eqx.field(static=True)
+
+    def __call__(self, t, q, qd, params):
+        if q.shape != (self.n,):
+            raise ValueError(
+                f"assemble: the bodies own {self.n} coordinates, but q has shape "
+                f"{q.shape}."
+            )
+        kinetic = sum(body.kinetic_energy(q, qd, params) for body in self.bodies)
+        potential = sum(load.potential(t, q, params) for load in self.loads)
+        if self.gravity is not None:
+            potential = potential + sum(
+                body.potential_energy(q, params, self.gravity) for body in self.bodies
+            )
+        return kinetic - potential
+
+
+class _Constraints(eqx.Module):
+    bodies: tuple[AbstractBody, ...]
+    joints: tuple[AbstractJoint, ...]
+
+    def __call__(self, t, q, params):
+        rows = [jnp.atleast_1d(joint(t, q, params)) for joint in self.joints]
+        rows += [body.own_constraints(q) for body in self.bodies]
+        return jnp.concatenate(rows)
+
+
+class _Forces(eqx.Module):
+    loads: tuple[AbstractLoad, ...]
+
+    def __call__(self, t, q, qd, params):
+        return sum(load.force(t, q, qd, params) for load in self.loads)
+
+
+class _VelocityConstraints(eqx.Module):
+    constraints: tuple[KnifeEdge, ...]
+
+    def __call__(self, t, q, qd, params):
+        return jnp.concatenate(
+            [jnp.atleast_1d(c(t, q, qd, params)) for c in self.constraints]
+        )
+
+
+def assemble(
+    bodies: Sequence[AbstractBody],
+    joints: Sequence[AbstractJoint] = (),
+    loads: Sequence[AbstractLoad] = (),
+    *,
+    gravity: Value = None,
+    velocity_constraints: Sequence = (),
+) -> System:
+    """A [`lagrax.System`][] of rigid bodies connected by joints.
+
+    L = sum of the bodies' kinetic energies - gravity potential - the loads'
+    potentials (springs); constraints = the joints' rows in order, then one unit
+    quaternion row per spatial body; forces = the sum of the loads' forces.
+
+    **Arguments:**
+
+    - `bodies`: `PlanarBody`s or `SpatialBody`s whose coordinate slices tile q.
+    - `joints`: holonomic joints (`Revolute`, `Prismatic`, `Fixed`, `Driver`,
+        `Spherical`, or any `joint(t, q, params) -> (rows,)`).
+    - `loads`: `Spring`, `Damper`, `Actuator`, `PointForce`, `BodyTorque`.
+    - `gravity`: the gravity vector (a Value, e.g. `(0.0, -9.81)` or
+        `lambda p: jnp.array([0.0, -p["g"]])`); `None` for none.
+    - `velocity_constraints`: nonholonomic ones, e.g. `KnifeEdge` (any
+        `c(t, q, qd, params) -> (rows,)` affine in qd).
+
+    **Returns:**
+
+    A System; the constraint rows are named by
+    [`lagrax.bodies.constraint_labels`][].
+    """
+    n = _check_layout(bodies)
+    bodies, joints, loads = tuple(bodies), tuple(joints), tuple(loads)
+    for load in loads:
+        if not isinstance(load, AbstractLoad):
+            raise TypeError(
+                f"assemble: loads must be Spring, Damper, Actuator, PointForce or "
+                f"BodyTorque objects, got {type(load).__name__}. Give other forces "
+                "to lagrax.System(forces=...) directly."
+            )
+    has_rows = bool(joints) or any(isinstance(b, SpatialBody) for b in bodies)
+    return System(
+        _Lagrangian(bodies, loads, gravity, n),
+        _Constraints(bodies, joints) if has_rows else None,
+        _Forces(loads) if loads else None,
+        _VelocityConstraints(tuple(velocity_constraints))
+        if velocity_constraints
+        else None,
+    )
+
+
+def constraint_labels(
+    bodies: Sequence[AbstractBody],
+    joints: Sequence[AbstractJoint] = (),
+    velocity_constraints: Sequence = (),
+) -> tuple[str, ...]:
+    """Names of the constraint rows (and multipliers) of `assemble`'s System."""
+    labels = [label for joint in joints for label in joint.labels]
+    labels += [
+        f"|e|=1 body {k}" for k, b in enumerate(bodies) if isinstance(b, SpatialBody)
+    ]
+    labels += [label for c in velocity_constraints for label in c.labels]
+    return tuple(labels)
+
+
