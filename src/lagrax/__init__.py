@@ -4,7 +4,6 @@ import importlib.metadata
 
 from . import bodies as bodies, systems as systems
 from ._batch import simulate_batch as simulate_batch
-from .bodies import body_torque as body_torque, point_force as point_force
 from ._control import (
     AbstractControl as AbstractControl,
     CubicSpline as CubicSpline,
@@ -36,6 +35,7 @@ from ._stabilization import (
 )
 from ._system import System as System
 from ._trajectory import Trajectory as Trajectory
+from .bodies import body_torque as body_torque, point_force as point_force
 
 
 __version__ = importlib.metadata.version("lagrax")

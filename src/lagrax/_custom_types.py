@@ -19,4 +19,4 @@ ConstraintFn: TypeAlias = Callable[[Any, Any, Params], Any]
 ForceFn: TypeAlias = Callable[[Any, Any, Any, Params], Any]
 """`forces(t, q, qd, params) -> (n,)`."""
 VelocityConstraintFn: TypeAlias = Callable[[Any, Any, Any, Params], Any]
-"""`velocity_constraints(t, q, qd, params) -> (k,)`, affine in qd: A(t, q) qd + b(t, q)."""
+"""`velocity_constraints(t, q, qd, params) -> (k,)`, affine in qd: A qd + b."""

@@ -31,9 +31,10 @@ class RESULTS(dfx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "system may need an implicit solver such as diffrax.Kvaerno5())."
     )
     inconsistent_initial_state = (
-        "the initial state is not consistent with the constraints: |phi(t0, q0)| or "
-        "|J qd0 + phi_t| exceeds initial_tol. Call lx.consistent_state(system, q0, "
-        "qd0, params) first, or pass project_initial=True to simulate."
+        "the initial state is not consistent with the constraints: |phi(t0, q0)|, "
+        "|J qd0 + phi_t| or |A qd0 + b| exceeds initial_tol. Call "
+        "lx.consistent_state(system, q0, qd0, params) first, or pass "
+        "project_initial=True to simulate."
     )
     initial_projection_failed = (
         "project_initial: no state satisfying the constraints was found near (q0, "
@@ -49,4 +50,10 @@ class RESULTS(dfx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "constraint Jacobian or gamma) at a state the solver reached: look for a "
         "division by zero, the sqrt or log of a negative number, or arctan2(0, 0) in "
         "the Lagrangian, the constraints or the forces."
+    )
+    velocity_constraints_not_affine = (
+        "System.velocity_constraints is not affine in qd at the initial state: "
+        "psi(t, q, qd) must be A(t, q) qd + b(t, q) (a Pfaffian constraint), as "
+        "lagrax solves A qdd = -(psi_t + psi_q qd). Write it as a linear function of "
+        "qd (e.g. a dot product with qd, no |qd| or qd**2)."
     )

@@ -20,6 +20,7 @@ from ._mechanics import (
     constraint_jacobian,
     num_constraints,
     num_velocity_constraints,
+    velocity_constraint_value,
     velocity_jacobian,
 )
 from ._results import RESULTS
@@ -261,8 +262,27 @@ def _initial_state(system, q0, qd0, params, t0, project, tol):
         all_finite((q0, qd0, params)), RESULTS.successful, RESULTS.nonfinite_inputs
     )
     m = num_constraints(system, t0, q0, params)
-    if m + num_velocity_constraints(system, t0, q0, params) == 0:
+    k = num_velocity_constraints(system, t0, q0, params)
+    if m + k == 0:
         return q0, qd0, result
+    if k:
+        # psi must be affine in qd: compare it with A v + b from its linearization
+        # at qd = 0, at v = qd0 + (distinct offsets: at a zero of psi or along a
+        # symmetric direction a square would hide), once, where the result can
+        # still say so.
+        jac, rate = velocity_jacobian(system, t0, q0, params)
+        probe = qd0 + jnp.linspace(0.5, 1.5, qd0.shape[0], dtype=qd0.dtype)
+        psi = velocity_constraint_value(system, t0, q0, probe, params)
+        linear = jac[m:] @ probe + rate[m:]
+        scale = 1 + jnp.max(jnp.abs(psi)) + jnp.max(jnp.abs(linear))
+        affine = jnp.max(jnp.abs(psi - linear)) <= (
+            jnp.sqrt(jnp.finfo(q0.dtype).eps) * scale
+        )
+        result = RESULTS.where(
+            affine | (result != RESULTS.successful),
+            result,
+            RESULTS.velocity_constraints_not_affine,
+        )
     if project:
         free = np.ones(q0.shape, bool)
         q0, qd0, res_q, res_qd = _consistent_state(

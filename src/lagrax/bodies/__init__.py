@@ -1,10 +1,10 @@
 """Rigid bodies, joints and loads: build a System from physical parts.
 
-    from lagrax import bodies as lb
+from lagrax import bodies as lb
 
-    crank = lb.PlanarBody(0, mass="m1", inertia="I1")
-    system = lb.assemble([crank, ...], joints=[lb.Revolute(lb.GROUND, None,
-                         crank, (-0.5, 0.0)), ...], gravity=(0.0, -9.81))
+crank = lb.PlanarBody(0, mass="m1", inertia="I1")
+system = lb.assemble([crank, ...], joints=[lb.Revolute(lb.GROUND, None,
+                     crank, (-0.5, 0.0)), ...], gravity=(0.0, -9.81))
 """
 
 from ._assemble import (

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._system import System
-from ._body import AbstractBody, SpatialBody, Value, resolve
+from ._body import AbstractBody, SpatialBody, Value
 from ._joints import AbstractJoint, KnifeEdge
 from ._loads import AbstractLoad
 
@@ -139,11 +139,19 @@ def constraint_labels(
     velocity_constraints: Sequence = (),
 ) -> tuple[str, ...]:
     """Names of the constraint rows (and multipliers) of `assemble`'s System."""
-    labels = [label for joint in joints for label in joint.labels]
+
+    def of(part):
+        labels = getattr(part, "labels", None)
+        if labels is None:
+            raise TypeError(
+                f"constraint_labels: {type(part).__name__} has no `labels`; name the "
+                "rows of a hand-written joint yourself."
+            )
+        return list(labels)
+
+    labels = [label for joint in joints for label in of(joint)]
     labels += [
         f"|e|=1 body {k}" for k, b in enumerate(bodies) if isinstance(b, SpatialBody)
     ]
-    labels += [label for c in velocity_constraints for label in c.labels]
+    labels += [label for c in velocity_constraints for label in of(c)]
     return tuple(labels)
-
-

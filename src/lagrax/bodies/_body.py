@@ -156,8 +156,10 @@ def quaternion_rotation(e) -> Float[Array, "3 3"]:
     """R(e) = (w^2 - v.v) I + 2 v v^T + 2 w [v]x: the rotation of a unit e =
     (w, v), scaled by |e|^2 off the unit sphere (smooth everywhere)."""
     w, v = e[0], e[1:]
-    return (w**2 - v @ v) * jnp.eye(3, dtype=e.dtype) + 2 * jnp.outer(v, v) + 2 * w * (
-        _skew(v)
+    return (
+        (w**2 - v @ v) * jnp.eye(3, dtype=e.dtype)
+        + 2 * jnp.outer(v, v)
+        + 2 * w * (_skew(v))
     )
 
 

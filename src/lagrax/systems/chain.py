@@ -51,9 +51,7 @@ def chain(n: int = 5) -> Model:
     return Model(
         name="chain",
         description=f"{n}-link chain of rods hanging from a pin ({3 * n} coords)",
-        system=lb.assemble(
-            links, joints, gravity=lambda p: jnp.stack([0.0, -p["g"]])
-        ),
+        system=lb.assemble(links, joints, gravity=lambda p: jnp.stack([0.0, -p["g"]])),
         params={"m": 0.1, "l": l, "g": 9.81},
         coordinates=tuple(f"{c}{k + 1}" for k in range(n) for c in ("x", "y", "th")),
         units=("m", "m", "rad") * n,

@@ -80,9 +80,7 @@ def four_bar() -> Model:
     return Model(
         name="four_bar",
         description="planar four-bar linkage, crank-rocker (9 coords, closed loop)",
-        system=lb.assemble(
-            BODIES, JOINTS, gravity=lambda p: jnp.stack([0.0, -p["g"]])
-        ),
+        system=lb.assemble(BODIES, JOINTS, gravity=lambda p: jnp.stack([0.0, -p["g"]])),
         params=params,
         coordinates=("x1", "y1", "th1", "x2", "y2", "th2", "x3", "y3", "th3"),
         units=("m", "m", "rad") * 3,

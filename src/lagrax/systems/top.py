@@ -8,9 +8,7 @@ from .. import bodies as lb
 from ._model import Model
 
 
-TOP = lb.SpatialBody(
-    0, "m", lambda p: jnp.stack([p["I1"], p["I1"], p["I3"]])
-)
+TOP = lb.SpatialBody(0, "m", lambda p: jnp.stack([p["I1"], p["I1"], p["I3"]]))
 BODIES = (TOP,)
 
 
