@@ -195,21 +195,28 @@ def constraint_jacobian(system: System, t, q, params: Params):
     return phi, jac, phi_t
 
 
+def velocity_rows(system: System, t, q, params: Params):
+    """(A, b) at (t, q): the velocity constraints are A qd + b = 0 (k rows)."""
+    t = _as_time(t, q)
+    zero = jnp.zeros_like(q)
+    if system.velocity_constraints is None:
+        return jnp.zeros((0, q.shape[0]), q.dtype), jnp.zeros((0,), q.dtype)
+
+    def psi_fn(qd_):
+        return velocity_constraint_value(system, t, q, qd_, params)
+
+    return jax.jacfwd(psi_fn)(zero), psi_fn(zero)
+
+
 def velocity_jacobian(system: System, t, q, params: Params):
     """(G, r) at (t, q): every constraint at the velocity level is G qd + r = 0.
 
     G stacks J and A, r stacks phi_t and b (holonomic rows first).
     """
-    t = _as_time(t, q)
     _, jac, phi_t = constraint_jacobian(system, t, q, params)
     if system.velocity_constraints is None:
         return jac, phi_t
-    zero = jnp.zeros_like(q)
-
-    def psi_fn(qd_):
-        return velocity_constraint_value(system, t, q, qd_, params)
-
-    b, a = psi_fn(zero), jax.jacfwd(psi_fn)(zero)
+    a, b = velocity_rows(system, t, q, params)
     return jnp.concatenate([jac, a]), jnp.concatenate([phi_t, b])
 
 

@@ -12,6 +12,7 @@ from ._mechanics import (
     num_constraints,
     num_velocity_constraints,
     velocity_jacobian,
+    velocity_rows,
 )
 from ._saddle import AbstractSaddleSolver
 from ._system import System
@@ -71,7 +72,8 @@ def _newton(system, saddle_solver, t, q, qd, params, iterations):
             dq, dqd = jax.vmap(lambda r: correction(jac, r))(residuals)
             return q_ + dq, qd_ + dqd
         dq = correction(jac, phi) if phi.shape[0] else zero
-        g, r = velocity_jacobian(system, t, q_, params)
+        a, b = velocity_rows(system, t, q_, params)
+        g, r = jnp.concatenate([jac, a]), jnp.concatenate([phi_t, b])
         return q_ + dq, qd_ + correction(g, g @ qd_ + r)
 
     # Each iteration corrects both; once q has converged (the last iteration's dq

@@ -17,11 +17,12 @@ from ._dynamics import VectorField, all_finite, check_result
 from ._initial import _consistent_state, default_tol
 from ._inputs import coerce_params, coerce_state
 from ._mechanics import (
-    constraint_jacobian,
+    constraint_value,
     num_constraints,
     num_velocity_constraints,
     velocity_constraint_value,
     velocity_jacobian,
+    velocity_rows,
 )
 from ._results import RESULTS
 from ._saddle import AbstractSaddleSolver, SchurCholesky
@@ -261,19 +262,18 @@ def _initial_state(system, q0, qd0, params, t0, project, tol):
     result = RESULTS.where(
         all_finite((q0, qd0, params)), RESULTS.successful, RESULTS.nonfinite_inputs
     )
-    m = num_constraints(system, t0, q0, params)
     k = num_velocity_constraints(system, t0, q0, params)
-    if m + k == 0:
+    if num_constraints(system, t0, q0, params) + k == 0:
         return q0, qd0, result
     if k:
         # psi must be affine in qd: compare it with A v + b from its linearization
         # at qd = 0, at v = qd0 + (distinct offsets: at a zero of psi or along a
         # symmetric direction a square would hide), once, where the result can
         # still say so.
-        jac, rate = velocity_jacobian(system, t0, q0, params)
+        a, b = velocity_rows(system, t0, q0, params)
         probe = qd0 + jnp.linspace(0.5, 1.5, qd0.shape[0], dtype=qd0.dtype)
         psi = velocity_constraint_value(system, t0, q0, probe, params)
-        linear = jac[m:] @ probe + rate[m:]
+        linear = a @ probe + b
         scale = 1 + jnp.max(jnp.abs(psi)) + jnp.max(jnp.abs(linear))
         affine = jnp.max(jnp.abs(psi - linear)) <= (
             jnp.sqrt(jnp.finfo(q0.dtype).eps) * scale
@@ -292,7 +292,7 @@ def _initial_state(system, q0, qd0, params, t0, project, tol):
         converged = (res_q <= tol) & (res_qd <= tol)
         failed = RESULTS.initial_projection_failed
     else:
-        phi, _, _ = constraint_jacobian(system, t0, q0, params)
+        phi = constraint_value(system, t0, q0, params)
         jac, rate = velocity_jacobian(system, t0, q0, params)
         q_scale = jnp.maximum(1, jnp.max(jnp.abs(q0)))
         qd_scale = jnp.maximum(1, jnp.max(jnp.abs(qd0)))

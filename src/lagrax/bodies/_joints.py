@@ -48,6 +48,17 @@ def _angle(frame: Frame, q) -> Array:
     return frame.angle(q)
 
 
+def _turn(a: Frame, b: Frame, angle: Value, q, params) -> Array:
+    # theta_b - theta_a - angle: the relative rotation a joint holds.
+    return _angle(b, q) - _angle(a, q) - resolve(angle, params, q.dtype)
+
+
+def _world_normal(frame: Frame, direction: Value, q, params) -> Array:
+    # The unit normal of a direction fixed in `frame`, in world coordinates.
+    axis = rotation_2d(_angle(frame, q)) @ resolve(direction, params, q.dtype)
+    return jnp.stack([-axis[1], axis[0]]) / jnp.linalg.norm(axis)
+
+
 class Revolute(AbstractJoint):
     """A pin: point `point_a` of `a` and point `point_b` of `b` coincide.
 
@@ -105,15 +116,11 @@ class Prismatic(AbstractJoint):
     name: str = eqx.field(static=True, default="slider")
 
     def __call__(self, t, q, params):
-        axis = resolve(self.axis, params, q.dtype)
-        axis = rotation_2d(_angle(self.a, q)) @ axis
-        normal = jnp.stack([-axis[1], axis[0]]) / jnp.linalg.norm(axis)
+        normal = _world_normal(self.a, self.axis, q, params)
         offset = self.b.position(q, params, self.point_b) - self.a.position(
             q, params, self.point_a
         )
-        turn = (
-            _angle(self.b, q) - _angle(self.a, q) - resolve(self.angle, params, q.dtype)
-        )
+        turn = _turn(self.a, self.b, self.angle, q, params)
         return jnp.stack([normal @ offset, turn])
 
     @property
@@ -138,9 +145,7 @@ class Fixed(AbstractJoint):
         offset = self.b.position(q, params, self.point_b) - self.a.position(
             q, params, self.point_a
         )
-        turn = (
-            _angle(self.b, q) - _angle(self.a, q) - resolve(self.angle, params, q.dtype)
-        )
+        turn = _turn(self.a, self.b, self.angle, q, params)
         return jnp.concatenate([offset, turn[None]])
 
     @property
@@ -195,9 +200,7 @@ class KnifeEdge(eqx.Module):
     name: str = eqx.field(static=True, default="blade")
 
     def __call__(self, t, q, qd, params):
-        direction = resolve(self.direction, params, q.dtype)
-        axis = rotation_2d(self.body.angle(q)) @ direction
-        normal = jnp.stack([-axis[1], axis[0]]) / jnp.linalg.norm(axis)
+        normal = _world_normal(self.body, self.direction, q, params)
         velocity = jax.jvp(
             lambda q_: self.body.position(q_, params, self.point), (q,), (qd,)
         )[1]

@@ -6,10 +6,10 @@ import jax.numpy as jnp
 
 from .. import bodies as lb
 from ._model import Model
+from ._rods import rod_end
 
 
-def _half(sign):
-    return lambda p: jnp.stack([jnp.zeros_like(p["l"]), sign * p["l"] / 2])
+UP, DOWN = rod_end("l", 1, axis=1), rod_end("l", -1, axis=1)  # the rod's ends
 
 
 def _parts(n):
@@ -17,9 +17,9 @@ def _parts(n):
     links = tuple(lb.PlanarBody(3 * k, "m", inertia) for k in range(n))
     # Each link's frame has its axis along +y: theta = 0 hangs straight down
     # when the upper end (0, l/2) is above the centre.
-    joints = [lb.Revolute(lb.GROUND, (0.0, 0.0), links[0], _half(1), name="pin 0")]
+    joints = [lb.Revolute(lb.GROUND, (0.0, 0.0), links[0], UP, name="pin 0")]
     joints += [
-        lb.Revolute(links[k - 1], _half(-1), links[k], _half(1), name=f"pin {k}")
+        lb.Revolute(links[k - 1], DOWN, links[k], UP, name=f"pin {k}")
         for k in range(1, n)
     ]
     return links, tuple(joints)
@@ -45,7 +45,7 @@ def chain(n: int = 5) -> Model:
 
     def points(t, q, p):
         ends = [jnp.zeros(2, q.dtype)]
-        ends += [link.position(q, p, _half(-1)) for link in links]
+        ends += [link.position(q, p, DOWN) for link in links]
         return jnp.stack(ends)
 
     return Model(

@@ -6,22 +6,19 @@ import jax.numpy as jnp
 
 from .. import bodies as lb
 from ._model import Model
+from ._rods import rod_end
 
 
 def _rod(index, mass, length):
     return lb.PlanarBody(index, mass, lambda p: p[mass] * p[length] ** 2 / 12)
 
 
-def _end(length, sign):
-    return lambda p: jnp.stack([sign * p[length] / 2, jnp.zeros_like(p[length])])
-
-
 CRANK, COUPLER, ROCKER = _rod(0, "m1", "a"), _rod(3, "m2", "b"), _rod(6, "m3", "c")
 JOINTS = (
-    lb.Revolute(lb.GROUND, (0.0, 0.0), CRANK, _end("a", -1), name="O2"),
-    lb.Revolute(CRANK, _end("a", 1), COUPLER, _end("b", -1), name="A"),
-    lb.Revolute(COUPLER, _end("b", 1), ROCKER, _end("c", 1), name="B"),
-    lb.Revolute(lb.GROUND, lambda p: jnp.stack([p["d"], 0.0]), ROCKER, _end("c", -1),
+    lb.Revolute(lb.GROUND, (0.0, 0.0), CRANK, rod_end("a", -1), name="O2"),
+    lb.Revolute(CRANK, rod_end("a", 1), COUPLER, rod_end("b", -1), name="A"),
+    lb.Revolute(COUPLER, rod_end("b", 1), ROCKER, rod_end("c", 1), name="B"),
+    lb.Revolute(lb.GROUND, lambda p: jnp.stack([p["d"], 0.0]), ROCKER, rod_end("c", -1),
                 name="O4"),
 )  # fmt: skip
 BODIES = (CRANK, COUPLER, ROCKER)
@@ -31,8 +28,8 @@ def _points(t, q, p):
     return jnp.stack(
         [
             jnp.zeros(2, q.dtype),
-            CRANK.position(q, p, _end("a", 1)),
-            COUPLER.position(q, p, _end("b", 1)),
+            CRANK.position(q, p, rod_end("a", 1)),
+            COUPLER.position(q, p, rod_end("b", 1)),
             jnp.stack([p["d"], jnp.zeros_like(p["d"])]).astype(q.dtype),
             COUPLER.position(q, p),
         ]

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 
 from .. import bodies as lb
 from ._model import Model
+from ._rods import rod_end
 
 
 CRANK = lb.PlanarBody(0, "m1", lambda p: p["m1"] * p["r"] ** 2 / 12)
@@ -16,14 +17,10 @@ PISTON = lb.PlanarBody(6, "m3", lambda p: p["m3"] * (0.04**2 + 0.04**2) / 12)
 BODIES = (CRANK, ROD, PISTON)
 
 
-def _end(length, sign):
-    return lambda p: jnp.stack([sign * p[length] / 2, jnp.zeros_like(p[length])])
-
-
 JOINTS = (
-    lb.Revolute(lb.GROUND, (0.0, 0.0), CRANK, _end("r", -1), name="main bearing"),
-    lb.Revolute(CRANK, _end("r", 1), ROD, _end("l", -1), name="crank pin"),
-    lb.Revolute(ROD, _end("l", 1), PISTON, None, name="wrist pin"),
+    lb.Revolute(lb.GROUND, (0.0, 0.0), CRANK, rod_end("r", -1), name="main bearing"),
+    lb.Revolute(CRANK, rod_end("r", 1), ROD, rod_end("l", -1), name="crank pin"),
+    lb.Revolute(ROD, rod_end("l", 1), PISTON, None, name="wrist pin"),
     lb.Prismatic(lb.GROUND, PISTON, axis=(1.0, 0.0), name="cylinder"),
 )
 
@@ -48,7 +45,7 @@ def _points(t, q, p):
     return jnp.stack(
         [
             jnp.zeros(2, q.dtype),
-            CRANK.position(q, p, _end("r", 1)),
+            CRANK.position(q, p, rod_end("r", 1)),
             PISTON.position(q, p),
         ]
     )
