@@ -175,3 +175,35 @@ def test_chaplygin_sleigh_matches_the_closed_form():
     np.testing.assert_allclose(v, speed * np.tanh(s), atol=1e-9)
     np.testing.assert_allclose(w, w0 / np.cosh(s), atol=1e-9)
     np.testing.assert_allclose(sol.energy, energy, rtol=1e-10)
+
+
+def test_driven_skate_mixes_holonomic_and_velocity_constraints():
+    # The skate's heading driven by a rheonomic constraint theta = omega t: the
+    # motion is the free skate's (its heading turns uniformly anyway), the
+    # drive needs no torque, and the blade's force is as before. Multipliers
+    # and residuals come holonomic rows first.
+    omega = 2.0
+    body = lb.PlanarBody(0, "m", "I")
+    system = lb.assemble(
+        [body],
+        [lb.Driver(body, lambda t, p: omega * t)],
+        gravity=lambda p: jnp.stack([p["g"] * jnp.sin(p["alpha"]), 0.0]),
+        velocity_constraints=[lb.KnifeEdge(body, None, (1.0, 0.0))],
+    )
+    # The blade zeroes yd, the drive sets thd; xd (free along the blade) stays.
+    q0, qd0 = lx.consistent_state(
+        system, jnp.zeros(3), jnp.array([0.0, 0.3, 1.0]), PARAMS
+    )
+    np.testing.assert_allclose(qd0, [0.0, 0.0, omega], atol=1e-14)
+    sol = lx.simulate(
+        system, q0, qd0, PARAMS, t1=3.0, ts=TS, rtol=1e-11, atol=1e-11,
+        stabilization=lx.Projection(),
+    )  # fmt: skip
+    x, y, force = skate_exact(np.asarray(TS), omega, PARAMS)
+    np.testing.assert_allclose(sol.q[:, 0], x, atol=1e-9)
+    np.testing.assert_allclose(sol.q[:, 1], y, atol=1e-9)
+    np.testing.assert_allclose(sol.multipliers[:, 0], 0.0, atol=1e-8)
+    np.testing.assert_allclose(sol.multipliers[:, 1], force, atol=1e-8)
+    assert sol.phi.shape == sol.phi_dot.shape == (31, 2)
+    assert float(jnp.abs(sol.phi[:, 0]).max()) < 1e-14
+    assert float(jnp.abs(sol.phi_dot).max()) < 1e-13
