@@ -205,3 +205,31 @@ def test_parameters_of_bodies_are_differentiable():
 
     force = -50.0 * 0.2
     assert float(jax.grad(accel)(2.0)) == pytest.approx(-force / 4.0)
+
+
+def test_alike_parts_are_batched_without_changing_rows_or_order():
+    # Joints of two kinds, interleaved, on five links: assemble groups alike
+    # parts (one vmapped call per kind) and must return the rows in the given
+    # order, equal to each joint evaluated on its own.
+    links = [lb.PlanarBody(3 * k, "m", 0.01) for k in range(5)]
+    pin = [lb.Revolute(links[k], (0.1, 0.0), links[k + 1], (-0.1, 0.0),
+                       name=f"pin {k}") for k in range(0, 4, 2)]  # fmt: skip
+    weld = [lb.Fixed(links[k], (0.1, 0.0), links[k + 1], (-0.1, 0.0), angle=0.2,
+                     name=f"weld {k}") for k in range(1, 4, 2)]  # fmt: skip
+    joints = [pin[0], weld[0], pin[1], weld[1]]
+    blades = [lb.KnifeEdge(link, (0.05, 0.0)) for link in links]
+    system = lb.assemble(links, joints, velocity_constraints=blades)
+    q, qd = np.random.default_rng(2).normal(size=(2, 15))
+    p = {"m": 1.0}
+    np.testing.assert_allclose(
+        system.constraints(0.0, jnp.asarray(q), p),
+        jnp.concatenate([j(0.0, jnp.asarray(q), p) for j in joints]),
+        rtol=1e-15,
+    )
+    np.testing.assert_allclose(
+        system.velocity_constraints(0.0, jnp.asarray(q), jnp.asarray(qd), p),
+        jnp.concatenate([b(0.0, jnp.asarray(q), jnp.asarray(qd), p) for b in blades]),
+        rtol=1e-15,
+    )
+    kinetic = sum(link.kinetic_energy(q, qd, p) for link in links)
+    assert float(system.lagrangian(0.0, q, qd, p)) == pytest.approx(float(kinetic))

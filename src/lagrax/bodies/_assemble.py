@@ -6,8 +6,9 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._system import System
+from ._batching import Batched
 from ._body import AbstractBody, SpatialBody, Value
-from ._joints import AbstractJoint, KnifeEdge
+from ._joints import AbstractJoint
 from ._loads import AbstractLoad
 
 
@@ -37,7 +38,7 @@ def _check_layout(bodies: Sequence[AbstractBody]) -> int:
 
 
 class _Lagrangian(eqx.Module):
-    bodies: tuple[AbstractBody, ...]
+    bodies: Batched
     loads: tuple[AbstractLoad, ...]
     gravity: Value
     n: int = eqx.field(static=True)
@@ -48,23 +49,25 @@ class _Lagrangian(eqx.Module):
                 f"assemble: the bodies own {self.n} coordinates, but q has shape "
                 f"{q.shape}."
             )
-        kinetic = sum(body.kinetic_energy(q, qd, params) for body in self.bodies)
+
+        def energy(body, q_, qd_):
+            lagrangian = body.kinetic_energy(q_, qd_, params)
+            if self.gravity is not None:
+                lagrangian -= body.potential_energy(q_, params, self.gravity)
+            return lagrangian
+
         potential = sum(load.potential(t, q, params) for load in self.loads)
-        if self.gravity is not None:
-            potential = potential + sum(
-                body.potential_energy(q, params, self.gravity) for body in self.bodies
-            )
-        return kinetic - potential
+        return self.bodies.total(energy, q, qd) - potential
 
 
 class _Constraints(eqx.Module):
-    bodies: tuple[AbstractBody, ...]
-    joints: tuple[AbstractJoint, ...]
+    joints: Batched
+    bodies: Batched
 
     def __call__(self, t, q, params):
-        rows = [jnp.atleast_1d(joint(t, q, params)) for joint in self.joints]
-        rows += [body.own_constraints(q) for body in self.bodies]
-        return jnp.concatenate(rows)
+        joints = self.joints.rows(lambda j, q_: jnp.atleast_1d(j(t, q_, params)), q)
+        own = self.bodies.rows(lambda b, q_: b.own_constraints(q_), q)
+        return jnp.concatenate([joints, own])
 
 
 class _Forces(eqx.Module):
@@ -75,11 +78,11 @@ class _Forces(eqx.Module):
 
 
 class _VelocityConstraints(eqx.Module):
-    constraints: tuple[KnifeEdge, ...]
+    constraints: Batched
 
     def __call__(self, t, q, qd, params):
-        return jnp.concatenate(
-            [jnp.atleast_1d(c(t, q, qd, params)) for c in self.constraints]
+        return self.constraints.rows(
+            lambda c, q_, qd_: jnp.atleast_1d(c(t, q_, qd_, params)), q, qd
         )
 
 
@@ -123,11 +126,12 @@ def assemble(
                 "to lagrax.System(forces=...) directly."
             )
     has_rows = bool(joints) or any(isinstance(b, SpatialBody) for b in bodies)
+    batched = Batched.of(bodies, n)
     return System(
-        _Lagrangian(bodies, loads, gravity, n),
-        _Constraints(bodies, joints) if has_rows else None,
+        _Lagrangian(batched, loads, gravity, n),
+        _Constraints(Batched.of(joints, n), batched) if has_rows else None,
         _Forces(loads) if loads else None,
-        _VelocityConstraints(tuple(velocity_constraints))
+        _VelocityConstraints(Batched.of(velocity_constraints, n))
         if velocity_constraints
         else None,
     )

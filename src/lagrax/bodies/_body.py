@@ -84,7 +84,8 @@ class AbstractBody(eqx.Module):
     def potential_energy(self, q, params: Params, gravity: Value) -> Array:
         """V = -m g . r of the mass centre in the field `gravity` (a vector)."""
         g = resolve(gravity, params, q.dtype)
-        return -resolve(self.mass, params, q.dtype) * g @ self.position(q, params)
+        m = resolve(self.mass, params, q.dtype)
+        return -m * jnp.sum(g * self.position(q, params))
 
 
 def _local(local: Value, params: Params, dtype, dim: int) -> Array:
@@ -103,6 +104,18 @@ def rotation_2d(theta) -> Float[Array, "2 2"]:
     """The rotation matrix of angle theta."""
     c, s = jnp.cos(theta), jnp.sin(theta)
     return jnp.stack([jnp.stack([c, -s]), jnp.stack([s, c])])
+
+
+def rotate_2d(theta, r) -> Float[Array, " 2"]:
+    """R(theta) r, written out: no 2 x 2 matrix product, which vmapped over many
+    bodies and tangents becomes a batched dot that CPUs run slowly."""
+    c, s = jnp.cos(theta), jnp.sin(theta)
+    return jnp.stack([c * r[0] - s * r[1], s * r[0] + c * r[1]])
+
+
+def matvec(matrix, vector) -> Array:
+    """matrix @ vector as a product and a sum (see `rotate_2d`)."""
+    return jnp.sum(matrix * vector, axis=-1)
 
 
 class PlanarBody(AbstractBody):
@@ -137,7 +150,7 @@ class PlanarBody(AbstractBody):
     def position(self, q, params: Params, local: Value = None) -> Array:
         x, y, theta = self.coordinates(q)
         r = _local(local, params, q.dtype, 2)
-        return jnp.stack([x, y]) + rotation_2d(theta) @ r
+        return jnp.stack([x, y]) + rotate_2d(theta, r)
 
     def angular_velocity(self, q, qd) -> Array:
         return qd[self.index + 2]
@@ -157,7 +170,7 @@ def quaternion_rotation(e) -> Float[Array, "3 3"]:
     (w, v), scaled by |e|^2 off the unit sphere (smooth everywhere)."""
     w, v = e[0], e[1:]
     return (
-        (w**2 - v @ v) * jnp.eye(3, dtype=e.dtype)
+        (w**2 - jnp.sum(v**2)) * jnp.eye(3, dtype=e.dtype)
         + 2 * jnp.outer(v, v)
         + 2 * w * (_skew(v))
     )
@@ -232,14 +245,14 @@ class SpatialBody(AbstractBody):
 
     def position(self, q, params: Params, local: Value = None) -> Array:
         r = _local(local, params, q.dtype, 3)
-        return q[self.index : self.index + 3] + self.rotation(q) @ r
+        return q[self.index : self.index + 3] + matvec(self.rotation(q), r)
 
     def body_angular_velocity(self, q, qd) -> Array:
         """omega in the body frame, 2 G(e) edot."""
-        return 2 * _body_rate_matrix(self.quaternion(q)) @ self.quaternion(qd)
+        return 2 * matvec(_body_rate_matrix(self.quaternion(q)), self.quaternion(qd))
 
     def angular_velocity(self, q, qd) -> Array:
-        return self.rotation(q) @ self.body_angular_velocity(q, qd)
+        return matvec(self.rotation(q), self.body_angular_velocity(q, qd))
 
     def inertia_matrix(self, params: Params, dtype) -> Array:
         """I in the body frame, (3, 3)."""
@@ -260,11 +273,12 @@ class SpatialBody(AbstractBody):
         omega = self.body_angular_velocity(q, qd)
         e, ed = self.quaternion(q), self.quaternion(qd)
         c = 4 * jnp.trace(inertia) / 3
-        return 0.5 * (m * rd @ rd + omega @ inertia @ omega + c * (e @ ed) ** 2)
+        spin = jnp.sum(omega * matvec(inertia, omega))
+        return 0.5 * (m * jnp.sum(rd**2) + spin + c * jnp.sum(e * ed) ** 2)
 
     def own_constraints(self, q) -> Array:
         e = self.quaternion(q)
-        return jnp.atleast_1d(e @ e - 1)
+        return jnp.atleast_1d(jnp.sum(e**2) - 1)
 
 
 class Ground(eqx.Module):

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._custom_types import Params
-from ._body import AbstractBody, Ground, PlanarBody, Value, resolve, rotation_2d
+from ._body import AbstractBody, Ground, PlanarBody, Value, resolve, rotate_2d
 
 
 Frame = AbstractBody | Ground
@@ -55,7 +55,7 @@ def _turn(a: Frame, b: Frame, angle: Value, q, params) -> Array:
 
 def _world_normal(frame: Frame, direction: Value, q, params) -> Array:
     # The unit normal of a direction fixed in `frame`, in world coordinates.
-    axis = rotation_2d(_angle(frame, q)) @ resolve(direction, params, q.dtype)
+    axis = rotate_2d(_angle(frame, q), resolve(direction, params, q.dtype))
     return jnp.stack([-axis[1], axis[0]]) / jnp.linalg.norm(axis)
 
 
@@ -121,7 +121,7 @@ class Prismatic(AbstractJoint):
             q, params, self.point_a
         )
         turn = _turn(self.a, self.b, self.angle, q, params)
-        return jnp.stack([normal @ offset, turn])
+        return jnp.stack([jnp.sum(normal * offset), turn])
 
     @property
     def labels(self):
@@ -204,7 +204,7 @@ class KnifeEdge(eqx.Module):
         velocity = jax.jvp(
             lambda q_: self.body.position(q_, params, self.point), (q,), (qd,)
         )[1]
-        return jnp.atleast_1d(normal @ velocity)
+        return jnp.atleast_1d(jnp.sum(normal * velocity))
 
     @property
     def labels(self):

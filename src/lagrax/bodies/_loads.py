@@ -94,7 +94,7 @@ class AbstractLoad(eqx.Module):
 def _length(a: Frame, point_a, b: Frame, point_b, q, params) -> Array:
     d = b.position(q, params, point_b) - a.position(q, params, point_a)
     # Differentiable also at zero length (where the direction is undefined).
-    return jnp.sqrt(d @ d + jnp.finfo(q.dtype).tiny)
+    return jnp.sqrt(jnp.sum(d**2) + jnp.finfo(q.dtype).tiny)
 
 
 class Spring(AbstractLoad):
