@@ -21,6 +21,7 @@ from ._body import (
     Value as Value,
     quaternion_rotation as quaternion_rotation,
     resolve as resolve,
+    rotate_2d as rotate_2d,
     rotation_2d as rotation_2d,
 )
 from ._joints import (
