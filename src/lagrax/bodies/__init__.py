@@ -34,6 +34,7 @@ from ._joints import (
     Spherical as Spherical,
 )
 from ._loads import (
+    AbstractForce as AbstractForce,
     AbstractLoad as AbstractLoad,
     Actuator as Actuator,
     BodyTorque as BodyTorque,

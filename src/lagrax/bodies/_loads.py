@@ -91,6 +91,13 @@ class AbstractLoad(eqx.Module):
         """Its generalized non-conservative force (n,)."""
 
 
+class AbstractForce(AbstractLoad):
+    """A load with no potential: all of it is a generalized force."""
+
+    def potential(self, t, q, params):
+        return jnp.zeros((), q.dtype)
+
+
 def _length(a: Frame, point_a, b: Frame, point_b, q, params) -> Array:
     d = b.position(q, params, point_b) - a.position(q, params, point_a)
     # Differentiable also at zero length (where the direction is undefined).
@@ -124,7 +131,7 @@ class Spring(AbstractLoad):
         return jnp.zeros_like(q)
 
 
-class Damper(AbstractLoad):
+class Damper(AbstractForce):
     """A linear damper between two points: tension c dl/dt along the line."""
 
     a: Frame
@@ -132,9 +139,6 @@ class Damper(AbstractLoad):
     b: Frame
     point_b: Value
     damping: Value
-
-    def potential(self, t, q, params):
-        return jnp.zeros((), q.dtype)
 
     def force(self, t, q, qd, params):
         def length(q_):
@@ -145,7 +149,7 @@ class Damper(AbstractLoad):
         return -c * rate * jax.grad(length)(q)
 
 
-class Actuator(AbstractLoad):
+class Actuator(AbstractForce):
     """A linear actuator between two points pushing them apart with force u.
 
     `force_fn(t, q, qd, params) -> u` (negative pulls): the generalized force is
@@ -158,9 +162,6 @@ class Actuator(AbstractLoad):
     point_b: Value
     force_fn: Callable[[Any, Array, Array, Params], Any]
 
-    def potential(self, t, q, params):
-        return jnp.zeros((), q.dtype)
-
     def force(self, t, q, qd, params):
         u = jnp.asarray(self.force_fn(t, q, qd, params), q.dtype)
         return u * jax.grad(
@@ -168,22 +169,19 @@ class Actuator(AbstractLoad):
         )(q)
 
 
-class PointForce(AbstractLoad):
+class PointForce(AbstractForce):
     """A force `force_fn(t, q, qd, params) -> f` (world frame) at a body point."""
 
     body: AbstractBody
     point: Value
     force_fn: Callable[[Any, Array, Array, Params], Any]
 
-    def potential(self, t, q, params):
-        return jnp.zeros((), q.dtype)
-
     def force(self, t, q, qd, params):
         f = self.force_fn(t, q, qd, params)
         return point_force(lambda q_: self.body.position(q_, params, self.point), q, f)
 
 
-class BodyTorque(AbstractLoad):
+class BodyTorque(AbstractForce):
     """A torque `torque_fn(t, q, qd, params) -> tau` on a body (world frame; a
     scalar in the plane), e.g. a motor. With `reaction`, minus it acts on that
     body (a motor between two bodies)."""
@@ -191,9 +189,6 @@ class BodyTorque(AbstractLoad):
     body: AbstractBody
     torque_fn: Callable[[Any, Array, Array, Params], Any]
     reaction: AbstractBody | None = None
-
-    def potential(self, t, q, params):
-        return jnp.zeros((), q.dtype)
 
     def force(self, t, q, qd, params):
         tau = self.torque_fn(t, q, qd, params)
