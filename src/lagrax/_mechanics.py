@@ -197,10 +197,10 @@ def constraint_jacobian(system: System, t, q, params: Params):
 
 def velocity_rows(system: System, t, q, params: Params):
     """(A, b) at (t, q): the velocity constraints are A qd + b = 0 (k rows)."""
-    t = _as_time(t, q)
-    zero = jnp.zeros_like(q)
     if system.velocity_constraints is None:
         return jnp.zeros((0, q.shape[0]), q.dtype), jnp.zeros((0,), q.dtype)
+    t = _as_time(t, q)
+    zero = jnp.zeros_like(q)
 
     def psi_fn(qd_):
         return velocity_constraint_value(system, t, q, qd_, params)

@@ -117,7 +117,8 @@ def _project_jvp(primals, tangents, *, iterations):
         g_, r_ = velocity_jacobian(system, t_, q_, p_)
         return g_ @ qd_ + r_
 
-    g, _ = velocity_jacobian(system, t, q_star, params)
+    # [J; A] at q*, with the J already formed above.
+    g = jnp.concatenate([jac, velocity_rows(system, t, q_star, params)[0]])
     _, d_residual = _jvp(
         velocity_residual, (q_star, qd, t, params), (d_q_star, t_qd, t_t, t_params)
     )

@@ -39,14 +39,11 @@ def point_force(
     The generalized force (n,), by one vector-Jacobian product (no Jacobian is
     formed). Use it inside a System's `forces` function.
     """
-    r, pullback = jax.vjp(position, q)
-    force = jnp.asarray(force, q.dtype)
-    if force.shape != r.shape:
-        raise ValueError(
-            f"point_force: the force has shape {force.shape} but the point has "
-            f"shape {r.shape}; give one component per coordinate of the point."
-        )
-    return pullback(force)[0]
+    return _pull_back(
+        position, q, force,
+        lambda got, want: f"point_force: the force has shape {got} but the point "
+        f"has shape {want}; give one component per coordinate of the point.",
+    )  # fmt: skip
 
 
 def body_torque(
@@ -68,15 +65,21 @@ def body_torque(
 
     The generalized force (n,).
     """
-    zero = jnp.zeros_like(q)
-    omega, pullback = jax.vjp(lambda qd: angular_velocity(q, qd), zero)
-    torque = jnp.asarray(torque, q.dtype)
-    if torque.shape != omega.shape:
-        raise ValueError(
-            f"body_torque: the torque has shape {torque.shape} but the angular "
-            f"velocity has shape {omega.shape} (a scalar in the plane, (3,) in space)."
-        )
-    return pullback(torque)[0]
+    # omega is linear in qd: its vjp at qd = 0 is W^T.
+    return _pull_back(
+        lambda qd: angular_velocity(q, qd), jnp.zeros_like(q), torque,
+        lambda got, want: f"body_torque: the torque has shape {got} but the "
+        f"angular velocity has shape {want} (a scalar in the plane, (3,) in space).",
+    )  # fmt: skip
+
+
+def _pull_back(fn, at, load, mismatch) -> Array:
+    # The generalized force of `load` acting on fn's output: (dfn/dat)^T load.
+    value, pullback = jax.vjp(fn, at)
+    load = jnp.asarray(load, at.dtype)
+    if load.shape != value.shape:
+        raise ValueError(mismatch(load.shape, value.shape))
+    return pullback(load)[0]
 
 
 class AbstractLoad(eqx.Module):
