@@ -1,13 +1,12 @@
 """Accelerations and multipliers at one state, and the diffrax vector field."""
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
 from ._custom_types import Params, RealScalarLike
-from ._inputs import coerce_params, coerce_state
+from ._errors import check_result
+from ._inputs import all_finite, coerce_params, coerce_state
 from ._mechanics import Mechanics, mechanics
 from ._results import RESULTS
 from ._saddle import AbstractSaddleSolver, SaddleSolution, SchurCholesky
@@ -32,25 +31,6 @@ def solve_dynamics(
     finite = all_finite((terms.mass, terms.force, terms.jac, rhs))
     result = RESULTS.where(finite, sol.result, RESULTS.nonfinite_terms)
     return terms, SaddleSolution(sol.qdd, sol.lam, result)
-
-
-def all_finite(tree) -> Array:
-    """Whether every floating-point array in `tree` is free of NaN and inf."""
-    leaves = [
-        jnp.all(jnp.isfinite(x))
-        for x in jax.tree.leaves(tree)
-        if isinstance(x, jax.Array | np.ndarray | np.generic | float | complex)
-        and jnp.issubdtype(jnp.result_type(x), jnp.inexact)
-    ]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
-
-
-def check_result(x, result: RESULTS, throw: bool):
-    """Raise the message of `result` at runtime if it is a failure and `throw`."""
-    if throw:
-        failed = (result != RESULTS.successful) & (result != RESULTS.event_occurred)
-        x = result.error_if(x, failed)
-    return x
 
 
 def accelerations(
@@ -109,19 +89,19 @@ class VectorField(eqx.Module):
 
     A pytree of the system and the strategies, not a closure, so that calls with
     the same system and shapes hit the compilation cache. `args` is `params`.
+    Where the saddle solve fails, qdd is NaN: the solver then rejects the step,
+    and `simulate` finds the cause at the state where it stopped.
     """
 
     system: System
     stabilization: AbstractStabilization
     saddle_solver: AbstractSaddleSolver
-    throw: bool = eqx.field(static=True)
 
     def __call__(self, t, y, params):
         q, qd = y
         _, sol = solve_dynamics(
             self.system, self.stabilization, self.saddle_solver, t, q, qd, params
         )
-        qdd = check_result(sol.qdd, sol.result, self.throw)
-        # Without `throw`, a failed solve must not yield plausible numbers.
-        qdd = jnp.where(sol.result == RESULTS.successful, qdd, jnp.nan)
+        # A failed solve must not yield plausible numbers.
+        qdd = jnp.where(sol.result == RESULTS.successful, sol.qdd, jnp.nan)
         return qd, qdd

@@ -1,6 +1,5 @@
-"""Projection onto the constraint manifold, and the diffrax solver that applies it."""
+"""Projection onto the constraint manifold (the step of `lagrax.Projection`)."""
 
-import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -139,64 +138,3 @@ def _jvp(fn, primals, tangents):
         out,
         is_leaf=lambda x: x is None,
     )
-
-
-class ProjectedSolver(dfx.AbstractWrappedSolver):
-    """Wraps a diffrax solver; projects each step's end state onto the manifold.
-
-    In the style of diffrax's own wrapped solvers (`HalfSolver`): the inner
-    solver takes the step and estimates its error as usual; the wrapper then
-    projects y1 = (q1, qd1). The inner solver's state is re-initialized at the
-    projected point, so a first-same-as-last solver does not reuse the vector
-    field of the unprojected state.
-    """
-
-    solver: dfx.AbstractSolver
-    projector: ManifoldProjector
-
-    @property
-    def term_structure(self):
-        return self.solver.term_structure
-
-    @property
-    def scan_kind(self):
-        # diffrax's DirectAdjoint and forward-mode autodiff set the Runge-Kutta
-        # stage loop through this attribute.
-        return self.solver.scan_kind  # pyright: ignore
-
-    @property
-    def root_finder(self):
-        # diffrax fills an implicit solver's tolerances in through this attribute;
-        # forwarding it lets the wrapped implicit solver take them.
-        return self.solver.root_finder  # pyright: ignore
-
-    @property
-    def interpolation_cls(self):  # pyright: ignore
-        return self.solver.interpolation_cls
-
-    @property
-    def term_compatible_contr_kwargs(self):
-        return self.solver.term_compatible_contr_kwargs
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def strong_order(self, terms):
-        return self.solver.strong_order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
-
-    def init(self, terms, t0, t1, y0, args):
-        return self.solver.init(terms, t0, t1, y0, args)
-
-    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        y1, y_error, dense_info, _, result = self.solver.step(
-            terms, t0, t1, y0, args, solver_state, made_jump
-        )
-        y1 = self.projector(t1, *y1, args)
-        solver_state = self.solver.init(terms, t1, t1 + (t1 - t0), y1, args)
-        return y1, y_error, dense_info, solver_state, result
-
-    def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, args)

@@ -189,6 +189,7 @@ class LeastSquares(AbstractSaddleSolver):
         tol = _default_tol(mass.dtype, None)
         mass_ok = _pivots_ok(jnp.diagonal(chol), jnp.diagonal(mass), tol)
         z = jsl.solve_triangular(chol, force, lower=True)
+        solved = jnp.asarray(True)
         if jac.shape[0] == 0:
             lam = jnp.zeros((0,), mass.dtype)
         else:
@@ -197,11 +198,20 @@ class LeastSquares(AbstractSaddleSolver):
                 rcond = float(jnp.finfo(mass.dtype).eps) ** 0.5
             svd = lnx.SVD(rcond=rcond)
             y = jsl.solve_triangular(chol, jac.T, lower=True)
-            c = lnx.linear_solve(lnx.MatrixLinearOperator(y.T), rhs, svd).value
-            lam = lnx.linear_solve(lnx.MatrixLinearOperator(y), c - z, svd).value
+            # throw=False: a failure is this solver's result code, never an error
+            # raised from inside the integration.
+            c = lnx.linear_solve(lnx.MatrixLinearOperator(y.T), rhs, svd, throw=False)
+            lam = lnx.linear_solve(
+                lnx.MatrixLinearOperator(y), c.value - z, svd, throw=False
+            )
+            solved = (c.result == lnx.RESULTS.successful) & (
+                lam.result == lnx.RESULTS.successful
+            )
+            lam = lam.value
             z = z + y @ lam
         qdd = jsl.solve_triangular(chol.T, z, lower=False)
+        result = RESULTS.where(solved, RESULTS.successful, RESULTS.nonfinite_terms)
         result = RESULTS.where(
-            mass_ok, RESULTS.successful, RESULTS.mass_matrix_not_positive_definite
+            mass_ok, result, RESULTS.mass_matrix_not_positive_definite
         )
         return SaddleSolution(qdd, lam, result)

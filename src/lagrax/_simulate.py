@@ -13,22 +13,21 @@ import optimistix as optx
 from jaxtyping import ArrayLike, Float, Real
 
 from ._custom_types import Params, RealScalarLike
-from ._dynamics import VectorField, all_finite, check_result
-from ._initial import _consistent_state, default_tol
-from ._inputs import coerce_params, coerce_state
-from ._mechanics import (
-    constraint_value,
-    num_constraints,
-    num_velocity_constraints,
-    velocity_constraint_value,
-    velocity_jacobian,
-    velocity_rows,
+from ._diagnosis import diagnose, initial_checks, probe_states
+from ._dynamics import VectorField
+from ._errors import check_result
+from ._inputs import (
+    check_arguments,
+    coerce_params,
+    coerce_state,
+    valid_arguments,
 )
-from ._results import RESULTS
+from ._results import RESULTS, is_failure
 from ._saddle import AbstractSaddleSolver, SchurCholesky
 from ._stabilization import AbstractStabilization, Projection
 from ._system import System
 from ._trajectory import Trajectory, evaluate_trajectory
+from ._wrapped import STOPPED, GuardedSolver
 
 
 def default_solver() -> dfx.AbstractSolver:
@@ -133,21 +132,22 @@ def simulate(
     q0, qd0 = coerce_state(q0, qd0)
     params = coerce_params(params)
     dtype = q0.dtype
+    check_arguments(
+        "simulate", t0=t0, t1=t1, ts=ts, dt0=dt0, max_steps=max_steps,
+        **({} if stepsize_controller is not None else dict(rtol=rtol, atol=atol)),
+    )  # fmt: skip
     if solver is None:
         solver = default_solver()
     if stabilization is None:
         stabilization = default_stabilization()
     if saddle_solver is None:
         saddle_solver = SchurCholesky()
+    tolerances = None
     if stepsize_controller is None:
         _warn_if_too_tight(rtol, atol, dtype)
-        stepsize_controller = dfx.PIDController(
-            rtol=_strong(rtol, dtype), atol=_strong(atol, dtype)
-        )
+        tolerances = _strong(rtol, dtype), _strong(atol, dtype)
     if step_ts is not None:
-        stepsize_controller = dfx.ClipStepSizeController(
-            stepsize_controller, step_ts=_strong(step_ts, dtype)
-        )
+        step_ts = _strong(step_ts, dtype)
     if adjoint is None:
         adjoint = dfx.RecursiveCheckpointAdjoint()
     if progress is True:
@@ -157,19 +157,18 @@ def simulate(
     times = _strong(t0, dtype), _strong(t1, dtype)
     if ts is not None:
         ts = _strong(ts, dtype)
-        if ts.ndim != 1:
-            raise ValueError(f"simulate: ts must be 1-D, got shape {ts.shape}.")
     if dt0 is not None:
         dt0 = _strong(dt0, dtype)
     if initial_tol is None:
         initial_tol = float(jnp.finfo(dtype).eps) ** 0.5
     initial = (bool(project_initial), _strong(initial_tol, dtype))
+    steps = (stepsize_controller, tolerances, step_ts, dt0, max_steps)
     return _simulate(
         system,
         stabilization,
         saddle_solver,
         solver,
-        stepsize_controller,
+        steps,
         adjoint,
         progress,
         q0,
@@ -177,9 +176,7 @@ def simulate(
         params,
         times,
         ts,
-        dt0,
         event,
-        max_steps,
         throw,
         initial,
     )
@@ -191,7 +188,7 @@ def _simulate(
     stabilization,
     saddle_solver,
     solver,
-    stepsize_controller,
+    steps,
     adjoint,
     progress,
     q0,
@@ -199,25 +196,38 @@ def _simulate(
     params,
     times,
     ts,
-    dt0,
     event,
-    max_steps,
     throw,
     initial,
 ) -> Trajectory:
+    controller, tolerances, step_ts, dt0, max_steps = steps
     t0, t1 = times
-    q0, qd0, initial_result = _initial_state(system, q0, qd0, params, t0, *initial)
+    valid = valid_arguments(t0, t1, ts, dt0, tolerances or ())
+    # Invalid (traced) arguments are reported, and replaced by harmless ones so
+    # that nothing downstream raises on them with throw=False.
+    t0, t1, ts, dt0, tolerances = _harmless(valid, t0, t1, ts, dt0, tolerances)
+    q0, qd0, initial_result = initial_checks(system, q0, qd0, params, t0, *initial)
+    initial_result = RESULTS.where(valid, initial_result, RESULTS.invalid_arguments)
     # Raised before the loop, so that a bad start is named as such rather than
     # by whatever it breaks first.
     q0 = check_result(q0, initial_result, throw)
-    field = VectorField(system, stabilization, saddle_solver, throw)
-    saveat = dfx.SaveAt(t0=True, t1=True) if ts is None else dfx.SaveAt(ts=ts)
-    wrapped = stabilization.wrap_solver(solver, system, saddle_solver)
-    if (
-        wrapped is not solver
-        and isinstance(adjoint, dfx.BacksolveAdjoint)
-        and "solver" not in adjoint.kwargs
-    ):
+    failed_start = is_failure(initial_result)
+    q0, qd0 = (jnp.where(jnp.isfinite(x), x, 0) for x in (q0, qd0))
+    if controller is None:
+        controller = dfx.PIDController(rtol=tolerances[0], atol=tolerances[1])
+    if step_ts is not None:
+        controller = dfx.ClipStepSizeController(controller, step_ts=step_ts)
+    adaptive = isinstance(controller, dfx.AbstractAdaptiveStepSizeController)
+    field = VectorField(system, stabilization, saddle_solver)
+    saveat = dfx.SaveAt(t0=True, t1=True) if ts is None else dfx.SaveAt(ts=ts, t1=True)
+    wrapped = GuardedSolver(
+        solver,
+        stabilization.step_projector(system, saddle_solver),
+        failed_start,
+        jnp.maximum(jnp.abs(t0), jnp.abs(t1)),
+        adaptive,
+    )
+    if isinstance(adjoint, dfx.BacksolveAdjoint) and "solver" not in adjoint.kwargs:
         # The backward (adjoint) ODE has a state of its own, which a wrapper that
         # acts on (q, qd) cannot treat: solve it with the plain solver.
         adjoint = dfx.BacksolveAdjoint(solver=solver, **adjoint.kwargs)
@@ -230,7 +240,7 @@ def _simulate(
         (q0, qd0),
         args=params,
         saveat=saveat,
-        stepsize_controller=stepsize_controller,
+        stepsize_controller=controller,
         adjoint=adjoint,
         max_steps=max_steps,
         throw=False,
@@ -241,67 +251,49 @@ def _simulate(
     result = RESULTS.where(
         result == RESULTS.max_steps_reached, RESULTS.max_steps, result
     )
+    stopped = RESULTS.step_size_collapsed if adaptive else RESULTS.nonfinite_step
+    result = RESULTS.where(result == RESULTS.promote(STOPPED), stopped, result)
     assert sol.ts is not None and sol.ys is not None
     q, qd = sol.ys
-    traj = evaluate_trajectory(
-        system, stabilization, saddle_solver, sol.ts, q, qd, params, sol.stats, result
+    # Saved: t0 and the final state; or ts, then the final state right after the
+    # last time reached (the rows after it are inf).
+    last = jnp.sum(jnp.isfinite(sol.ts)) - 1
+    final = sol.ts[last], q[last], qd[last]
+    saved = sol.ts, q, qd
+    if ts is not None:
+        reached = jnp.arange(ts.shape[0]) < last
+        saved = jax.tree.map(
+            lambda x: jnp.where(reached.reshape(-1, *[1] * (x.ndim - 1)), x, jnp.inf),
+            (sol.ts[:-1], q[:-1], qd[:-1]),
+        )
+    traj, probed = evaluate_trajectory(
+        system,
+        stabilization,
+        saddle_solver,
+        *saved,
+        params,
+        sol.stats,
+        result,
+        probe_states(*final, jnp.abs(t1 - t0)),
     )
+    result = diagnose(system, params, traj.result, probed, final, (t0, q0))
     # A bad start explains whatever failed after it.
-    traj = eqx.tree_at(
-        lambda tr: tr.result,
-        traj,
-        RESULTS.where(
-            initial_result == RESULTS.successful, traj.result, initial_result
-        ),
-    )
+    result = RESULTS.where(failed_start, initial_result, result)
+    traj = eqx.tree_at(lambda tr: tr.result, traj, result)
     return check_result(traj, traj.result, throw)
 
 
-def _initial_state(system, q0, qd0, params, t0, project, tol):
-    """(q0, qd0) projected if asked, and the result code of the initial checks."""
-    result = RESULTS.where(
-        all_finite((q0, qd0, params)), RESULTS.successful, RESULTS.nonfinite_inputs
-    )
-    k = num_velocity_constraints(system, t0, q0, params)
-    if num_constraints(system, t0, q0, params) + k == 0:
-        return q0, qd0, result
-    if k:
-        # psi must be affine in qd: compare it with A v + b from its linearization
-        # at qd = 0, at v = qd0 + (distinct offsets: at a zero of psi or along a
-        # symmetric direction a square would hide), once, where the result can
-        # still say so.
-        a, b = velocity_rows(system, t0, q0, params)
-        probe = qd0 + jnp.linspace(0.5, 1.5, qd0.shape[0], dtype=qd0.dtype)
-        psi = velocity_constraint_value(system, t0, q0, probe, params)
-        linear = a @ probe + b
-        scale = 1 + jnp.max(jnp.abs(psi)) + jnp.max(jnp.abs(linear))
-        affine = jnp.max(jnp.abs(psi - linear)) <= (
-            jnp.sqrt(jnp.finfo(q0.dtype).eps) * scale
-        )
-        result = RESULTS.where(
-            affine | (result != RESULTS.successful),
-            result,
-            RESULTS.velocity_constraints_not_affine,
-        )
-    if project:
-        free = np.ones(q0.shape, bool)
-        q0, qd0, res_q, res_qd = _consistent_state(
-            system, q0, qd0, params, t0, free, free, 50
-        )
-        tol = default_tol(q0.dtype)
-        converged = (res_q <= tol) & (res_qd <= tol)
-        failed = RESULTS.initial_projection_failed
-    else:
-        phi = constraint_value(system, t0, q0, params)
-        jac, rate = velocity_jacobian(system, t0, q0, params)
-        q_scale = jnp.maximum(1, jnp.max(jnp.abs(q0)))
-        qd_scale = jnp.maximum(1, jnp.max(jnp.abs(qd0)))
-        converged = (jnp.max(jnp.abs(phi), initial=0) <= tol * q_scale**2) & (
-            jnp.max(jnp.abs(jac @ qd0 + rate), initial=0) <= tol * q_scale * qd_scale
-        )
-        failed = RESULTS.inconsistent_initial_state
-    result = RESULTS.where(converged | (result != RESULTS.successful), result, failed)
-    return q0, qd0, result
+def _harmless(valid, t0, t1, ts, dt0, tolerances):
+    """The arguments where `valid`, else stand-ins that any solve accepts."""
+    t0 = jnp.where(valid, t0, 0)
+    t1 = jnp.where(valid, t1, 1)
+    if ts is not None:
+        ts = jnp.where(valid, ts, jnp.linspace(0, 1, ts.shape[0], dtype=ts.dtype))
+    if dt0 is not None:
+        dt0 = jnp.where(valid, dt0, 0.1)
+    if tolerances is not None:
+        tolerances = tuple(jnp.where(valid, tol, 1e-3) for tol in tolerances)
+    return t0, t1, ts, dt0, tolerances
 
 
 def _strong(x, dtype):

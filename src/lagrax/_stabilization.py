@@ -3,18 +3,18 @@
 The index-1 reduction J qdd = -gamma only holds the constraints at the
 acceleration level; integration errors in phi and phi_dot then grow, linearly
 and quadratically in time. Each strategy here answers two questions: what to add
-to the right-hand side of J qdd = -gamma, and how to wrap the diffrax solver.
+to the right-hand side of J qdd = -gamma, and what to do to the state after
+every step of the diffrax solver.
 """
 
 import abc
 
-import diffrax as dfx
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._custom_types import Params
-from ._projection import ManifoldProjector, ProjectedSolver
+from ._projection import ManifoldProjector
 from ._saddle import AbstractSaddleSolver
 from ._system import System
 
@@ -23,9 +23,9 @@ class AbstractStabilization(eqx.Module):
     """How to keep a simulation on the constraint manifold.
 
     Subclasses implement `correction(phi, phi_dot)`, the term added to the
-    right-hand side of `J qdd = -gamma`; `wrap_solver(solver, system,
-    saddle_solver)`, which may wrap the diffrax solver (e.g. to project after every
-    step); and `project(...)`, applied to every saved state.
+    right-hand side of `J qdd = -gamma`; `step_projector(system, saddle_solver)`,
+    what to apply to the state after every step of the diffrax solver (None: the
+    step stands as taken); and `project(...)`, applied to every saved state.
     """
 
     @abc.abstractmethod
@@ -35,13 +35,10 @@ class AbstractStabilization(eqx.Module):
         """The term added to -gamma at the acceleration level."""
 
     @abc.abstractmethod
-    def wrap_solver(
-        self,
-        solver: dfx.AbstractSolver,
-        system: System,
-        saddle_solver: AbstractSaddleSolver,
-    ) -> dfx.AbstractSolver:
-        """The diffrax solver to integrate with."""
+    def step_projector(
+        self, system: System, saddle_solver: AbstractSaddleSolver
+    ) -> ManifoldProjector | None:
+        """Applied to (t1, q1, qd1, params) after every step, or None."""
 
     @abc.abstractmethod
     def project(
@@ -66,8 +63,8 @@ class NoStabilization(AbstractStabilization):
     def correction(self, phi, phi_dot):
         return jnp.zeros_like(phi)
 
-    def wrap_solver(self, solver, system, saddle_solver):
-        return solver
+    def step_projector(self, system, saddle_solver):
+        return None
 
     def project(self, system, saddle_solver, t, q, qd, params):
         return q, qd
@@ -104,8 +101,8 @@ class Baumgarte(AbstractStabilization):
         beta = self.beta.astype(phi.dtype)
         return -2 * alpha * phi_dot - beta**2 * phi
 
-    def wrap_solver(self, solver, system, saddle_solver):
-        return solver
+    def step_projector(self, system, saddle_solver):
+        return None
 
     def project(self, system, saddle_solver, t, q, qd, params):
         return q, qd
@@ -140,15 +137,12 @@ class Projection(AbstractStabilization):
     def correction(self, phi, phi_dot):
         return jnp.zeros_like(phi)
 
-    def wrap_solver(self, solver, system, saddle_solver):
-        return ProjectedSolver(solver, self._projector(system, saddle_solver))
+    def step_projector(self, system, saddle_solver) -> ManifoldProjector:
+        return ManifoldProjector(system, saddle_solver, self.iterations)
 
     def project(self, system, saddle_solver, t, q, qd, params):
-        new_q, new_qd = self._projector(system, saddle_solver)(t, q, qd, params)
+        new_q, new_qd = self.step_projector(system, saddle_solver)(t, q, qd, params)
         # A projection that fails (an indefinite mass matrix, NaN terms) reports
         # the state as integrated, whose own terms then say what is wrong.
         ok = jnp.all(jnp.isfinite(new_q)) & jnp.all(jnp.isfinite(new_qd))
         return jnp.where(ok, new_q, q), jnp.where(ok, new_qd, qd)
-
-    def _projector(self, system, saddle_solver) -> ManifoldProjector:
-        return ManifoldProjector(system, saddle_solver, self.iterations)

@@ -5,12 +5,13 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._custom_types import Params
 from ._dynamics import solve_dynamics
 from ._mechanics import energy
-from ._results import RESULTS
+from ._results import RESULTS, is_failure, result_names
 from ._saddle import AbstractSaddleSolver
 from ._stabilization import AbstractStabilization
 from ._system import System
@@ -35,6 +36,14 @@ class Trajectory(eqx.Module):
         `num_rejected_steps`, `max_steps`).
     - `result`: a [`lagrax.RESULTS`][]; `RESULTS.successful` unless the solve
         failed (only seen with `throw=False`). Entries after a failure are inf/nan.
+        `lx.RESULTS[sol.result]` is its message, with the fix.
+
+    A batch (from `jax.vmap` or [`lagrax.simulate_batch`][]) has a leading batch
+    axis on every field; `sol[i]` is member i as a Trajectory of its own,
+    `sol.status` the result names per member and `sol.failed` which failed:
+
+        bad = np.flatnonzero(sols.failed)
+        print(bad, sols.status[bad], lx.RESULTS[sols[bad[0]].result])
     """
 
     ts: Float[Array, " T"]
@@ -48,6 +57,28 @@ class Trajectory(eqx.Module):
     stats: dict[str, Any]
     result: RESULTS
 
+    @property
+    def status(self) -> np.ndarray:
+        """The name of `result` ('successful', 'max_steps', 'nonfinite_inputs',
+        ...): a NumPy string array of the batch shape (0-d for one trajectory)."""
+        return result_names(self.result)
+
+    @property
+    def failed(self) -> np.ndarray:
+        """Whether the solve failed (anything but successful or an event), as a
+        NumPy bool array of the batch shape."""
+        return np.asarray(is_failure(self.result))
+
+    def __getitem__(self, index) -> "Trajectory":
+        """Member(s) `index` of a batch of trajectories: `sols[3]`, `sols[bad]`."""
+        if self.q.ndim < 3:
+            raise TypeError(
+                "Trajectory: indexing selects members of a batch (from vmap or "
+                "simulate_batch); this is one trajectory. Index its fields instead: "
+                "sol.q[i] is the state at the i-th saved time."
+            )
+        return jax.tree.map(lambda x: x[index], self)
+
 
 def evaluate_trajectory(
     system: System,
@@ -59,25 +90,46 @@ def evaluate_trajectory(
     params: Params,
     stats: dict[str, Any],
     result: RESULTS,
-) -> Trajectory:
-    """Project the saved states (if the stabilization projects) and derive the rest."""
+    probes=None,
+) -> tuple[Trajectory, RESULTS | None]:
+    """Project the saved states (if the stabilization projects) and derive the rest.
 
-    def at(t, q_, qd_):
-        q_, qd_ = stabilization.project(system, saddle_solver, t, q_, qd_, params)
+    `probes`: optional states (ts, q, qd) at which only the saddle solve's result
+    is wanted (unprojected), evaluated in the same vmapped call; their results
+    are returned beside the trajectory.
+    """
+    saved = ts.shape[0]
+    if probes is not None:
+        ts, q, qd = (
+            jnp.concatenate([a, b]) for a, b in zip((ts, q, qd), probes, strict=True)
+        )
+    project = jnp.arange(ts.shape[0]) < saved
+
+    def at(t, q_, qd_, project_):
+        projected = stabilization.project(system, saddle_solver, t, q_, qd_, params)
+        q_, qd_ = jax.tree.map(
+            lambda a, b: jnp.where(project_, a, b), projected, (q_, qd_)
+        )
         terms, sol = solve_dynamics(
             system, stabilization, saddle_solver, t, q_, qd_, params
         )
         e = energy(system, t, q_, qd_, params)
         return q_, qd_, sol.qdd, sol.lam, terms.phi, terms.phi_dot, e, sol.result
 
-    finite = jnp.all(jnp.isfinite(q), axis=1) & jnp.all(jnp.isfinite(qd), axis=1)
-    q, qd, qdd, lam, phi, phi_dot, e, saddle_results = jax.vmap(at)(ts, q, qd)
+    out = jax.vmap(at)(ts, q, qd, project)
+    probed = None
+    if probes is not None:
+        probed = jax.tree.map(lambda v: v[saved:], out[-1])
+        ts = ts[:saved]
+        out = jax.tree.map(lambda v: v[:saved], out)
+    q, qd, qdd, lam, phi, phi_dot, e, saddle_results = out
     # A saddle failure at a reached state explains a failed solve better than the
-    # integrator's own code (usually max_steps after the step size collapsed).
-    # States never reached are inf and say nothing.
+    # integrator's own code. States never reached are inf and say nothing.
+    finite = jnp.all(jnp.isfinite(q), axis=1) & jnp.all(jnp.isfinite(qd), axis=1)
     failed = (saddle_results != RESULTS.successful) & finite
     first = jax.tree.map(lambda v: v[jnp.argmax(failed)], saddle_results)
     result = RESULTS.where(jnp.any(failed), first, result)
     # Arrays, not Python ints, so that a Trajectory can leave vmap and shard_map.
     stats = {k: jnp.asarray(v) for k, v in stats.items()}
-    return Trajectory(ts, q, qd, qdd, lam, phi, phi_dot, e, stats, result)
+    traj = Trajectory(ts, q, qd, qdd, lam, phi, phi_dot, e, stats, result)
+    return traj, probed

@@ -1,0 +1,95 @@
+"""Raising a failed result code at runtime, naming the failed members of a batch.
+
+`equinox.error_if` under `jax.vmap` raises the message of one failed member and
+cannot say which. Here the check is one host callback that sees the codes of the
+whole batch (`vmap_method="expand_dims"`), behind a `lax.cond` on "any member
+failed" that stays a branch under vmap (equinox's `unvmap_any`): nothing runs on
+the host unless something failed.
+"""
+
+import equinox as eqx
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._results import RESULTS, is_failure, result_names
+
+
+def check_result(x, result: RESULTS, throw: bool):
+    """Raise the message of `result` at runtime if it is a failure and `throw`.
+
+    Returns `x`, threaded through the check so that it runs before `x` is used.
+    Under `jax.vmap` the message lists the indices of the failed members.
+    """
+    if not throw:
+        return x
+    dynamic, static = eqx.partition(x, eqx.is_array)
+    dynamic = _checked(dynamic, result._value)
+    return eqx.combine(dynamic, static)
+
+
+@eqx.filter_custom_jvp
+def _checked(x, codes):
+    struct = jax.eval_shape(lambda: x)
+
+    def fail():
+        return jax.pure_callback(_raise, struct, codes, vmap_method="expand_dims")
+
+    failed = is_failure(_wrap(codes))
+    return jax.lax.cond(eqxi.unvmap_any(failed), fail, lambda: x)
+
+
+@_checked.def_jvp
+def _checked_jvp(primals, tangents):
+    # The check is not differentiated: the tangents pass through unchanged.
+    x, codes = primals
+    t_x, _ = tangents
+    return _checked(x, codes), t_x
+
+
+def _wrap(codes):
+    return eqx.tree_at(lambda r: r._value, RESULTS.successful, codes)
+
+
+def failure_message(codes) -> str:
+    """The message for result codes: one code, or a batch of them by member."""
+    codes = np.asarray(codes)
+    names = result_names(_wrap(codes))
+    failed = (names != "successful") & (names != "event_occurred")
+    if codes.ndim == 0:
+        return RESULTS[_wrap(codes)]
+    members = np.argwhere(failed)
+    lines = [
+        f"{len(members)} of {failed.size} members of the batch failed "
+        "(pass throw=False and read sol.status or sol.failed to get the rest):"
+    ]
+    for name in dict.fromkeys(names[failed]):
+        where = [
+            tuple(int(i) for i in idx) if codes.ndim > 1 else int(idx[0])
+            for idx in members
+            if names[tuple(idx)] == name
+        ]
+        shown = ", ".join(map(str, where[:20])) + (", ..." if len(where) > 20 else "")
+        message = RESULTS[getattr(RESULTS, name)]
+        lines.append(f"- {name} at members [{shown}]: {message}")
+    return "\n".join(lines)
+
+
+def _raise(codes):
+    message = failure_message(codes)
+    # Raised the way equinox raises its own runtime errors, so that
+    # `equinox.filter_jit` shows this message instead of XLA's wrapping of it.
+    try:
+        from equinox import _errors, _jit
+
+        _jit.last_error_info = (message, [])
+        error = _errors._EquinoxRuntimeError
+    except (ImportError, AttributeError):
+        error = RuntimeError
+    raise error(message)
+
+
+def any_failed(result: RESULTS) -> jax.Array:
+    """Whether `result` (of any batch shape) holds a failure."""
+    return jnp.any(is_failure(result))
