@@ -188,7 +188,9 @@ def load_model(reference: str):
         )
     try:
         model = factory()
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit too: a factory must not end the run
         raise ConfigError(
             f"key 'system': {reference}() raised {type(e).__name__}: {e}"
         ) from None
@@ -259,6 +261,15 @@ def _positive(value):
     return None if value > 0 else f"must be > 0, got {value}"
 
 
+def _between(low: int, high: int):
+    def check(value):
+        if low <= value <= high:
+            return None
+        return f"must be between {low} and {high}, got {value}"
+
+    return check
+
+
 TOP_KEYS = ("title", "system", "t0", "t1", "save_points", "params", "initial",
             "solver", "stabilization", "saddle_solver", "outputs", "animation",
             "runs")  # fmt: skip
@@ -283,10 +294,7 @@ def parse(raw: dict[str, Any], path: Path) -> Config:
     t0 = top.take("t0", float, 0.0)
     t1 = top.take("t1", float, check=lambda v: None if v > t0 else
                   f"must be later than t0 = {t0}, got {v}")  # fmt: skip
-    save_points = top.take(
-        "save_points", int, 501, check=lambda v: None if 2 <= v <= 10**6 else
-        f"must be between 2 and 1000000, got {v}"
-    )  # fmt: skip
+    save_points = top.take("save_points", int, 501, check=_between(2, 10**6))
     base_params = _params(top.take("params", dict, {}), "params", model)
     q0, qd0, fixed_q, fixed_qd = _initial(top.take("initial", dict, {}), model)
     base_solver = top.take("solver", dict, {})
@@ -329,6 +337,8 @@ def parse(raw: dict[str, Any], path: Path) -> Config:
         if labels.count(label) > 1:
             raise ConfigError(f"key 'runs': label {label!r} is used twice; labels "
                               "must differ")  # fmt: skip
+    if len(runs) > 1:
+        _check_folders(labels)
     return Config(path, model, title, system, t0, t1, save_points, q0, qd0, fixed_q,
                   fixed_qd, tuple(runs), outputs, animation, raw)  # fmt: skip
 
@@ -393,7 +403,7 @@ def _solver(table, where) -> Solver:
     has_tolerances = "rtol" in r.table or "atol" in r.table
     rtol = r.take("rtol", float, 1e-8, check=_positive)
     atol = r.take("atol", float, 1e-8, check=_positive)
-    max_steps = r.take("max_steps", int, 100_000, check=_positive)
+    max_steps = r.take("max_steps", int, 100_000, check=_between(1, 10**9))
     r.done(SOLVER_KEYS)
     if dt is not None and has_tolerances:
         raise ConfigError(
@@ -419,7 +429,7 @@ def _stabilization(value, where) -> Stabilization:
         r.done(("kind", "alpha", "beta"))
         return Stabilization(kind, alpha=alpha, beta=beta)
     if kind == "projection":
-        iterations = r.take("iterations", int, 3, check=_positive)
+        iterations = r.take("iterations", int, 3, check=_between(1, 100))
         r.done(("kind", "iterations"))
         return Stabilization(kind, iterations=iterations)
     r.done(("kind",))
@@ -446,13 +456,35 @@ def _outputs(value) -> tuple[str, ...]:
 
 def _animation(table) -> Animation:
     r = _Reader(table, "animation")
-    frames = r.take("frames", int, 120, check=lambda v: None if 2 <= v <= 2000 else
-                    f"must be between 2 and 2000, got {v}")  # fmt: skip
-    fps = r.take("fps", int, 24, check=lambda v: None if 1 <= v <= 60 else
-                 f"must be between 1 and 60, got {v}")  # fmt: skip
+    frames = r.take("frames", int, 120, check=_between(2, 2000))
+    fps = r.take("fps", int, 24, check=_between(1, 60))
     forces = r.take("forces", bool, True)
     r.done(("frames", "fps", "forces"))
     return Animation(frames, fps, forces)
+
+
+# The files of the output folder itself; a run's subfolder must not take a name.
+TOP_FILES = ("summary.json", "animation.gif", *(f"{f}.png" for f in FIGURES))
+
+
+def _check_folders(labels) -> None:
+    """Each run gets a subfolder named after its label: refuse labels that map to
+    the same folder (also where case is ignored) or to a file of the output."""
+    seen = {}
+    for label in labels:
+        folder = slug(label)
+        key = folder.casefold()
+        if key in seen:
+            raise ConfigError(
+                f"key 'runs': labels {seen[key]!r} and {label!r} both map to the "
+                f"folder {folder!r}; make them differ in letters or digits"
+            )
+        if key in (name.casefold() for name in TOP_FILES):
+            raise ConfigError(
+                f"key 'runs': label {label!r} maps to the folder {folder!r}, which "
+                "is the name of an output file; choose another label"
+            )
+        seen[key] = label
 
 
 def slug(label: str) -> str:

@@ -14,9 +14,7 @@ import json
 import math
 import os
 import platform
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,8 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from . import _config, systems
-from ._results import RESULTS
+from . import _config, _output, systems
 from ._saddle import DenseLU, LeastSquares, SchurCholesky
 from ._simulate import simulate
 from ._stabilization import Baumgarte, NoStabilization, Projection
@@ -56,16 +53,24 @@ class RunError(RuntimeError):
     """A simulation that failed; the message says where and what to do."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
+def main(argv: list[str] | None = None, interrupted: list | None = None) -> int:
+    """The `lagrax` command; returns its exit status.
+
+    `interrupted`: a list to which a SIGINT handler installed before lagrax was
+    imported appended for each Ctrl-C (the console script's, see
+    `_lagrax_entry`); one entry means stop.
+    """
     try:
-        if args.command == "list":
-            return _list()
-        return _run(args)
+        with _output.interrupts(interrupted) as state:
+            state.check()
+            parser = _parser()
+            args = parser.parse_args(argv)
+            if args.command is None:
+                parser.print_help()
+                return 2
+            if args.command == "list":
+                return _list()
+            return _run(args, state)
     except _config.ConfigError as e:
         print(f"lagrax: error: {e}", file=sys.stderr)
         return 2
@@ -75,6 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("lagrax: interrupted; nothing written", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `lagrax list | head`: the reader left; so do we, quietly. Python would
+        # report the failed flush of stdout at exit: point it at /dev/null.
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument(
+        "--version", action="version", version=f"lagrax {_version()}",
+        help="print the version of lagrax and exit",
+    )  # fmt: skip
     sub = p.add_subparsers(dest="command", metavar="{run,list}")
     run = sub.add_parser(
         "run",
@@ -114,6 +130,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("lagrax")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _list() -> int:
 
     for name in systems.BUILTIN:
@@ -133,62 +156,63 @@ def _list() -> int:
 # lagrax run
 
 
-def _run(args) -> int:
+def _run(args, state: _output.Interrupts) -> int:
     raw = _config.read_toml(args.config)
     raw = _config.apply_overrides(raw, args.overrides)
     config = _config.parse(raw, args.config)
+    _check_texts(config)
     model = config.model
     out = args.out if args.out is not None else Path("results") / args.config.stem
-    _check_out(out, args.force)
+    _output.check_out(out, args.force)
 
     started = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result is not
-    try:
-        with _runtime(cache=not args.no_cache):
-            results = {}
-            for run in config.runs:
-                results[run.label] = _simulate(model, config, run, quiet=args.quiet)
-        _write(model, config, results, tmp)
-        _replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    with _output.locked(out):
+        _output.probe_rename(out)
+        tmp = _output.make_temporary(out)
+        try:
+            with _runtime(cache=not args.no_cache):
+                results = {}
+                for run in config.runs:
+                    results[run.label] = _simulate(
+                        model, config, run, args.quiet, state
+                    )
+            _write(model, config, results, tmp, state)
+            _output.commit(tmp, out, args.force, state)
+        finally:
+            _output.remove(tmp)
     _report(model, config, results, out, time.perf_counter() - started)
     return 0
 
 
-def _check_out(out: Path, force: bool) -> None:
-    """Refuse, before any work, an output folder we may not or cannot write."""
-    if out.exists() and not out.is_dir():
-        raise _config.ConfigError(f"--out {out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise _config.ConfigError(
-            f"output folder {out} exists and is not empty; pass --force to replace "
-            "it, or --out another folder"
-        )
-    parent = out.parent
+def _check_texts(config: _config.Config) -> None:
+    """Refuse a title or run label that matplotlib cannot draw, before the run."""
+    for key, text in [("title", config.title)] + [
+        (f"runs[{i}].label", run.label) for i, run in enumerate(config.runs)
+    ]:
+        problem = _text_problem(text)
+        if problem:
+            raise _config.ConfigError(
+                f"key {key!r}: matplotlib cannot draw {text!r}: the math between $ "
+                f"signs does not parse near {problem!r}; fix it, or write a literal "
+                "$ as \\$"
+            )
+
+
+def _text_problem(text: str) -> str | None:
+    """Why matplotlib cannot draw `text` (bad math between $ signs), or None."""
+    if "$" not in text:
+        return None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure()
+    FigureCanvasAgg(figure)
+    figure.suptitle(text)
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise _config.ConfigError(
-            f"--out {out}: cannot create {parent} ({e.strerror})"
-        ) from None
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise _config.ConfigError(f"--out {out}: folder {parent} is not writable")
-
-
-def _replace(tmp: Path, out: Path) -> None:
-    """Move the finished folder into place; an old one goes only after that."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-    tmp.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        figure.canvas.draw()
+    except Exception as e:  # matplotlib raises ValueError and others
+        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return None
 
 
 def cache_dir() -> Path:
@@ -271,7 +295,7 @@ def _chunks(config: _config.Config, pieces: int = 40):
     return ts, chunks
 
 
-def _simulate(model, config, run: _config.Run, quiet: bool) -> dict:
+def _simulate(model, config, run: _config.Run, quiet: bool, state) -> dict:
     """Integrate one run; NumPy arrays of every Trajectory field and the timings."""
 
     params = {k: jnp.asarray(v, dtype=float) for k, v in model.params.items()}
@@ -285,18 +309,25 @@ def _simulate(model, config, run: _config.Run, quiet: bool) -> dict:
     else:
         steps = dict(stepsize_controller=dfx.ConstantStepSize(), dt0=run.solver.dt)
 
-    def chunk(ts, q, qd, params):
+    def chunk(ts, q, qd, params, initial_tol):
         return simulate(
             model.system, q, qd, params, t0=ts[0], t1=ts[-1], ts=ts, solver=solver,
             stabilization=stabilization, saddle_solver=saddle,
-            max_steps=run.solver.max_steps, throw=False, **steps,
+            max_steps=run.solver.max_steps, throw=False, initial_tol=initial_tol,
+            **steps,
         )  # fmt: skip
 
     ts, chunks = _chunks(config)
     first = jnp.asarray(chunks[0][0])
+    # The start is checked once; every later chunk continues the same run from
+    # where the last one stopped, whatever the drift by then (the study of an
+    # unstabilized run is the point of some configs), so its check is off.
+    check, carry_on = jnp.asarray(np.finfo(float).eps ** 0.5), jnp.asarray(np.inf)
+    state.check()
     compile_time = time.perf_counter()
-    compiled = jax.jit(chunk).lower(first, q, qd, params).compile()
+    compiled = jax.jit(chunk).lower(first, q, qd, params, check).compile()
     compile_time = time.perf_counter() - compile_time
+    state.check()
 
     pieces = []
     counts = {"num_steps": 0, "num_accepted_steps": 0, "num_rejected_steps": 0}
@@ -308,17 +339,14 @@ def _simulate(model, config, run: _config.Run, quiet: bool) -> dict:
     wall = time.perf_counter()
     with bar:
         for chunk_ts, used in chunks:
-            sol = compiled(jnp.asarray(chunk_ts), q, qd, params)
+            tol = check if not pieces else carry_on
+            sol = compiled(jnp.asarray(chunk_ts), q, qd, params, tol)
             sol = jax.tree.map(np.asarray, sol)
-            result = int(np.asarray(sol.result._value))
+            state.check()
             for key in counts:
                 counts[key] += int(sol.stats[key])
-            if result != int(RESULTS.successful._value):
-                raise RunError(
-                    f"run {run.label!r} failed between t = {chunk_ts[0]:g} and "
-                    f"{chunk_ts[-1]:g} s: {RESULTS[sol.result]} (config keys: "
-                    "solver.max_steps, solver.rtol and atol, solver.name)"
-                )
+            if sol.failed:
+                raise RunError(_failure(run, config, sol, chunk_ts))
             keep = slice(0 if not pieces else 1, used + 1)
             pieces.append({f: getattr(sol, f)[keep] for f in FIELDS})
             q, qd = jnp.asarray(sol.q[used]), jnp.asarray(sol.qd[used])
@@ -329,6 +357,55 @@ def _simulate(model, config, run: _config.Run, quiet: bool) -> dict:
     data.update(counts)
     data.update(setup_s=setup, compile_s=compile_time, wall_s=wall, params=params)
     return data
+
+
+# What to change in the config, by the name of the result a run failed with.
+_FIXES = {
+    "max_steps": "raise solver.max_steps (now {max_steps}, for each 1/40 of the run), "
+    "or loosen solver.rtol and solver.atol; a stiff system may need "
+    'solver.name = "kvaerno5"',
+    "step_size_collapsed": "the equations of motion cannot be continued past this "
+    "state (they turn NaN or singular just beyond it, or the forces jump there): "
+    "check [params] and [initial], and the model near this state",
+    "nonfinite_step": "a fixed step gave NaN or inf: lower solver.dt (now {dt}), or "
+    "use adaptive steps (solver.rtol and solver.atol instead of solver.dt)",
+    "nonfinite_terms": "the equations of motion gave NaN or inf here: check [params] "
+    "(a zero length, mass or inertia that the model divides by) and [initial]",
+    "mass_matrix_not_positive_definite": "the mass matrix is singular or "
+    "indefinite: a body without mass or inertia? check [params]; if the model is "
+    'singular by design, set saddle_solver = "dense_lu"',
+    "redundant_constraints": "the constraints are dependent (redundant): set "
+    'saddle_solver = "least_squares"',
+    "singular_saddle_matrix": "the constraints are dependent, or the mass matrix is "
+    'singular where they allow motion: set saddle_solver = "least_squares"',
+    "singular_configuration": "the mechanism reached a singular configuration "
+    "(links aligned, a dead point) where its constraints lose rank: set "
+    'saddle_solver = "least_squares" to pass through it, or change [params] or '
+    "[initial] so that the motion avoids it",
+    "nonfinite_inputs": "NaN or inf in the parameters or the initial state: check "
+    "[params] and [initial]",
+    "inconsistent_initial_state": "the initial state does not satisfy the "
+    "constraints: change initial.q and initial.qd, or the coordinates kept in "
+    "initial.fixed_q and initial.fixed_qd",
+    "initial_projection_failed": "no consistent state near initial.q: change "
+    "initial.q, or the coordinates kept in initial.fixed_q",
+    "velocity_constraints_not_affine": "the model's velocity constraints are not "
+    "affine in the velocities: a fault in the model's code, not in the config",
+    "invalid_arguments": "check t0, t1, save_points and solver.dt",
+}
+
+
+def _failure(run: _config.Run, config: _config.Config, sol, chunk_ts) -> str:
+    """One line: which run failed, where, why, and which config keys to change."""
+    name = str(sol.status)
+    reached = np.asarray(sol.ts)[np.isfinite(sol.ts)]
+    where = f"after t = {reached[-1]:.6g} s" if reached.size else (
+        f"at t = {chunk_ts[0]:.6g} s"
+    )  # fmt: skip
+    fix = _FIXES.get(name, "see the message above").format(
+        max_steps=run.solver.max_steps, dt=run.solver.dt
+    )
+    return f"run {run.label!r} failed {where} ({name}): {fix}"
 
 
 def _frames(model, data, animation: _config.Animation) -> dict:
@@ -355,8 +432,8 @@ def _frames(model, data, animation: _config.Animation) -> dict:
     return frames
 
 
-def _write(model, config, results: dict, folder: Path) -> None:
-
+def _write(model, config, results: dict, folder: Path, state) -> None:
+    """Every output of the config into `folder`; Ctrl-C stops it between files."""
     from . import _plot
 
     title = config.title or model.name
@@ -374,20 +451,24 @@ def _write(model, config, results: dict, folder: Path) -> None:
             )
         if "csv" in config.outputs:
             _write_csv(model, data, run_folder / "trajectory.csv")
+        state.check()
     for kind in ("positions", "velocities", "accelerations"):
         if kind in config.outputs:
             _plot.coordinates(model, results, kind, folder / f"{kind}.png", title)
+            state.check()
     if "multipliers" in config.outputs and model.constraint_names:
         _plot.multipliers(model, results, folder / "multipliers.png", title)
     if "residuals" in config.outputs and model.constraint_names:
         _plot.residuals(model, results, folder / "residuals.png", title)
     if "energy" in config.outputs:
         _plot.energy(model, results, folder / "energy.png", title)
+    state.check()
     if "animation" in config.outputs and model.points is not None:
         frames = {
             label: _frames(model, data, config.animation)
             for label, data in results.items()
         }
+        state.check()
         _plot.animate(
             model, frames, folder / "animation.gif", title, config.animation.fps
         )
