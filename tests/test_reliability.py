@@ -1,5 +1,6 @@
 """Bad input is named, bad states are caught, and a failure says which."""
 
+import diffrax as dfx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -148,3 +149,171 @@ def test_soak_a_million_steps_with_projection():
     assert report["energy_error_second_half"] < 1.5 * max(
         report["energy_error_first_half"], 1e-13
     )
+
+
+# ---------------------------------------------------------------------------
+# A failure ends the solve at once, with its own cause.
+
+
+def _sqrt_system():
+    """V = -g sqrt(y): NaN forces once the bob goes below y = 0."""
+
+    def sqrt_potential(t, q, qd, p):
+        return 0.5 * qd @ qd - 9.81 * jnp.sqrt(q[1])
+
+    return lx.System(sqrt_potential, MODEL.system.constraints)
+
+
+SQRT = _sqrt_system()
+ABOVE = P["l"] * jnp.array([np.sin(1.0), np.cos(1.0)])  # y > 0, falls through y = 0
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        dict(ts=jnp.linspace(0.0, 3.0, 31)),
+        dict(stabilization=lx.Baumgarte(5.0, 5.0)),
+        dict(stepsize_controller=dfx.ConstantStepSize(), dt0=0.01),
+    ],
+    ids=["adaptive", "ts", "baumgarte", "fixed"],
+)
+def test_nan_reached_mid_run_is_named_at_once(kw):
+    """The bob crosses y = 0 at t = 0.83 s (for the pendulum of length 2.5 from
+    1 rad off the top): the solve stops there, named as NaN terms, after a few
+    dozen steps, not after max_steps (4096) reported as max_steps."""
+    sol = lx.simulate(SQRT, ABOVE, ZERO, P, t1=3.0, throw=False, **kw)
+    assert sol.status == "nonfinite_terms"
+    assert int(sol.stats["num_steps"]) < 300
+    reached = np.asarray(sol.q[:, 1])[np.isfinite(np.asarray(sol.q[:, 1]))]
+    assert reached.min() >= 0.0  # every reported state is where the model is defined
+    with pytest.raises(Exception, match="evaluated to NaN or inf"):
+        lx.simulate(SQRT, ABOVE, ZERO, P, t1=3.0, **kw)
+
+
+def test_throw_false_never_raises_with_least_squares():
+    """lineax inside LeastSquares is called with throw=False: NaN parameters give
+    a result code, not lineax's error."""
+    bad = {**P, "g": float("nan")}
+    sol = run(Q0, QD0, params=bad, throw=False, saddle_solver=lx.LeastSquares())
+    assert sol.status == "nonfinite_inputs"
+    sol = lx.simulate(SQRT, ABOVE, ZERO, P, t1=3.0, throw=False,
+                      saddle_solver=lx.LeastSquares())  # fmt: skip
+    assert sol.status == "nonfinite_terms"
+
+
+def test_singular_configuration_reached_mid_run_is_named():
+    """x = t and x + (t - 2) y = 0: the two constraint rows (1, 0) and (1, t - 2)
+    become dependent at t = 2, where y = -t / (t - 2) blows up. The run stops
+    before t = 2 and says it met a singular configuration, for every saddle
+    solver; with the exact y(t) until then."""
+
+    def free(t, q, qd, p):
+        return 0.5 * qd @ qd
+
+    def rows(t, q, p):
+        return jnp.stack([q[0] - t, q[0] + (t - 2.0) * q[1]])
+
+    system = lx.System(free, rows)
+    q0, qd0 = jnp.zeros(2), jnp.array([1.0, 0.5])
+    ts = jnp.linspace(0.0, 3.0, 31)
+    for solver in (lx.SchurCholesky(), lx.LeastSquares()):
+        sol = lx.simulate(system, q0, qd0, {}, t1=3.0, ts=ts, throw=False,
+                          saddle_solver=solver)  # fmt: skip
+        assert sol.status == "singular_configuration", type(solver)
+        t = np.asarray(sol.ts)
+        ok = np.isfinite(t)
+        assert t[ok].max() < 2.0 and not ok[t.size - 10 :].any()
+        np.testing.assert_allclose(sol.q[ok, 1], -t[ok] / (t[ok] - 2.0), rtol=1e-6)
+
+
+def test_redundant_at_the_start_is_not_a_singular_configuration():
+    def twice(t, q, p):
+        return jnp.stack([q @ q - p["l"] ** 2, 2 * (q @ q - p["l"] ** 2)])
+
+    system = lx.System(MODEL.system.lagrangian, twice)
+    sol = run(Q0, QD0, system=system, throw=False, ts=jnp.linspace(0.0, 0.5, 5))
+    assert sol.status == "redundant_constraints"
+    assert int(sol.stats["num_steps"]) < 100
+
+
+# ---------------------------------------------------------------------------
+# Batches: a bad member costs nothing, and is named.
+
+
+def _batch(g):
+    params = {k: jnp.full(g.shape, v) for k, v in P.items()} | {"g": g}
+    return params
+
+
+def test_one_bad_member_costs_the_batch_nothing():
+    clean = jnp.full(6, P["g"])
+    bad = clean.at[2].set(jnp.nan).at[4].set(jnp.inf)
+    q0s, qd0s = jnp.tile(Q0, (6, 1)), jnp.tile(QD0, (6, 1))
+    kw = dict(t1=5.0, max_steps=512, throw=False, params_batched=True)
+    sols = lx.simulate_batch(MODEL.system, q0s, qd0s, _batch(bad), **kw)
+    reference = lx.simulate_batch(MODEL.system, q0s, qd0s, _batch(clean), **kw)
+    steps = np.asarray(sols.stats["num_steps"])
+    assert steps[2] == steps[4] == 1  # ended at once
+    # The lockstep loop runs as long as its longest member: as long as clean.
+    assert steps.max() == np.asarray(reference.stats["num_steps"]).max()
+    assert list(np.flatnonzero(sols.failed)) == [2, 4]
+    assert list(sols.status) == ["successful"] * 2 + ["nonfinite_inputs"] + [
+        "successful", "nonfinite_inputs", "successful"]  # fmt: skip
+    member = sols[3]
+    assert isinstance(member, lx.Trajectory) and member.q.shape == reference.q.shape[1:]
+    np.testing.assert_array_equal(member.q, reference.q[3])
+    assert lx.RESULTS[sols[2].result].startswith("NaN or inf in q0, qd0 or params")
+    with pytest.raises(TypeError, match="members of a batch"):
+        member[0]
+    with pytest.raises(Exception, match=r"(?s)2 of 6 members.*nonfinite_inputs at "
+                       r"members \[2, 4\]"):  # fmt: skip
+        lx.simulate_batch(MODEL.system, q0s, qd0s, _batch(bad), t1=5.0,
+                          params_batched=True)  # fmt: skip
+
+
+def test_success_prints_as_a_word():
+    sol = run(Q0, QD0, throw=False)
+    assert sol.status == "successful" and not sol.failed
+    assert "successful" in repr(sol.result) and lx.RESULTS[sol.result] == "successful"
+
+
+# ---------------------------------------------------------------------------
+# Bad arguments are refused up front, named.
+
+
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        (dict(t1=float("nan")), "t1"),
+        (dict(t0=float("inf")), "t0"),
+        (dict(dt0=float("nan")), "dt0"),
+        (dict(dt0=-0.1), "dt0"),
+        (dict(rtol=0.0), "rtol"),
+        (dict(atol=-1e-8), "atol"),
+        (dict(rtol=float("nan")), "rtol"),
+        (dict(max_steps=0), "max_steps"),
+        (dict(max_steps=None), "max_steps"),
+        (dict(ts=jnp.array([0.0, 0.4, 0.2])), "ts"),
+        (dict(ts=jnp.array([0.0, 0.7])), "ts"),
+        (dict(ts=jnp.array([0.0, jnp.nan])), "ts"),
+    ],
+)
+def test_bad_arguments_are_refused_by_name(kw, name):
+    kw = {"t1": 0.5, **kw}
+    with pytest.raises(ValueError, match=rf"simulate: {name} "):
+        lx.simulate(MODEL.system, Q0, QD0, P, throw=False, **kw)
+    with pytest.raises(ValueError, match=rf"simulate_batch: {name} "):
+        lx.simulate_batch(MODEL.system, Q0[None], QD0[None], P, throw=False, **kw)
+
+
+def test_traced_bad_arguments_are_reported():
+    """Under jit the values are not known up front: the result says so, and
+    nothing raises with throw=False."""
+
+    @jax.jit
+    def status(t1):
+        return lx.simulate(MODEL.system, Q0, QD0, P, t1=t1, throw=False).result
+
+    assert status(0.5) == lx.RESULTS.successful
+    assert status(jnp.nan) == lx.RESULTS.invalid_arguments

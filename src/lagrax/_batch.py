@@ -10,7 +10,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import ArrayLike, Float
 
 from ._custom_types import Params
-from ._inputs import coerce_params, floats_as_arrays
+from ._inputs import check_arguments, coerce_params, floats_as_arrays
 from ._simulate import simulate
 from ._system import System
 from ._trajectory import Trajectory
@@ -70,6 +70,20 @@ def simulate_batch(
     dtype = jnp.result_type(q0s, qd0s, float)
     q0s, qd0s = q0s.astype(dtype), qd0s.astype(dtype)
     params = coerce_params(params)
+    # Checked here, while the values are known: inside the vmapped solve they are
+    # traced, and only a result code could report them.
+    kw = simulate_kwargs
+    check_arguments(
+        "simulate_batch",
+        t0=kw.get("t0", 0.0),
+        **{k: kw.get(k) for k in ("t1", "ts", "dt0")},
+        max_steps=kw.get("max_steps", 4096),
+        **(
+            {}
+            if kw.get("stepsize_controller") is not None
+            else {"rtol": kw.get("rtol"), "atol": kw.get("atol")}
+        ),
+    )
     # Floats (t1, tolerances) as arrays: new values must not recompile.
     simulate_kwargs = floats_as_arrays(simulate_kwargs)
     batch = q0s.shape[0]

@@ -62,7 +62,7 @@ def failure_message(codes) -> str:
     members = np.argwhere(failed)
     lines = [
         f"{len(members)} of {failed.size} members of the batch failed "
-        "(pass throw=False and read sol.status or sol.failed to get the rest):"
+        "(with throw=False, sol.failed and sol.status list them; sol[i] is member i):"
     ]
     for name in dict.fromkeys(names[failed]):
         where = [
