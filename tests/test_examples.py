@@ -1,5 +1,6 @@
 """The README's code and the example scripts run, so that they cannot rot."""
 
+import json
 import re
 import subprocess
 import sys
@@ -11,8 +12,34 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _python_blocks(markdown: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", markdown, flags=re.DOTALL)
+def _python_blocks(markdown: str) -> list[tuple[str, str]]:
+    """(the heading of its section, code) of every Python block."""
+    blocks, heading = [], ""
+    pattern = r"(^#+ [^\n]*$|^```[a-z]*\n.*?```)"
+    for part in re.split(pattern, markdown, flags=re.M | re.S):
+        if part.startswith("#"):
+            heading = part.lstrip("#").strip()
+        elif part.startswith("```python"):
+            blocks.append((heading, part[len("```python\n") : -3]))
+    return blocks
+
+
+# Each README block runs on its own, in a fresh namespace, unless its first line
+# says `# continues: <section>`: then in a copy of the namespace that the first
+# block of that section left. So a block that silently relies on another fails here (NameError).
+_RUN_BLOCKS = """
+import json, sys
+blocks = json.loads(open(sys.argv[1]).read())
+after = {}
+for heading, code in blocks:
+    first = code.splitlines()[0] if code.strip() else ""
+    parent = None
+    if first.startswith("# continues:"):
+        parent = first.split(":", 1)[1].strip()
+    namespace = dict(after[parent]) if parent else {"__name__": "__main__"}
+    exec(compile(code, f"README block in {heading!r}", "exec"), namespace)
+    after.setdefault(heading, namespace)
+"""
 
 
 def _run(args, cwd):
@@ -26,9 +53,10 @@ def _run(args, cwd):
 def test_readme_code_runs(tmp_path):
     blocks = _python_blocks((ROOT / "README.md").read_text())
     assert len(blocks) >= 2
-    script = tmp_path / "readme.py"
-    script.write_text("\n".join(blocks))
-    out = _run([str(script)], cwd=tmp_path)
+    (tmp_path / "blocks.json").write_text(json.dumps(blocks))
+    (tmp_path / "run_blocks.py").write_text(_RUN_BLOCKS)
+    out = _run([str(tmp_path / "run_blocks.py"), str(tmp_path / "blocks.json")],
+               cwd=tmp_path)  # fmt: skip
     assert "e-1" in out  # the printed max |phi| is at round-off
 
 
