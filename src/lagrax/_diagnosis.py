@@ -1,11 +1,13 @@
 """What went wrong, and where: the checks of a simulation's start, and the cause of
 a solve that stopped before t1."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Params
+from ._dynamics import solve_dynamics
 from ._initial import _consistent_state, default_tol
 from ._inputs import all_finite
 from ._mechanics import (
@@ -82,17 +84,35 @@ _NEAR = 5  # PROBES[:_NEAR] are within 1e-9 of the run
 _SINGULAR = 1e-4
 
 
-def probe_states(t, q, qd, span):
-    """The states (ts, q, qd) at which `diagnose` wants the saddle solve's result."""
+def probe_results(system, stabilization, saddle_solver, final, span, params):
+    """The saddle solve's result at the final state (t, q, qd) and at the probes
+    beyond it. Not differentiated: a probe may land where the model is NaN, and
+    a zero cotangent times a NaN derivative would poison the gradient of a run
+    that succeeded."""
+    final, params = _no_gradient((final, params))
+    t, q, qd = final
     h = span * jnp.asarray(PROBES, q.dtype)
-    return t + h, q + h[:, None] * qd, jnp.broadcast_to(qd, (h.shape[0], *qd.shape))
+
+    def at(h_):
+        _, sol = solve_dynamics(
+            system, stabilization, saddle_solver, t + h_, q + h_ * qd, qd, params
+        )
+        return sol.result
+
+    return jax.vmap(at)(h)
+
+
+def _no_gradient(tree):
+    return jax.tree.map(
+        lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x, tree
+    )
 
 
 def diagnose(system: System, params: Params, result, probed, final, start):
     """The cause of a solve that stopped at the state `final` = (t, q, qd).
 
     `result` is the code the solve ended with; `probed`, the saddle solve's
-    results at `probe_states`; `start` = (t0, q0). A solve that got stuck (step
+    results from `probe_results`; `start` = (t0, q0). A solve that got stuck (step
     size collapsed, a non-finite fixed step, max_steps) is explained by, in order:
     a failure of the saddle system at the final state; constraint rows that became
     dependent there (a singular configuration); the first failure just beyond it.
@@ -124,6 +144,7 @@ def diagnose(system: System, params: Params, result, probed, final, start):
 
 
 def _rank_lost(system, t, q, params):
+    (t, q, params) = _no_gradient((t, q, params))
     if (
         num_constraints(system, t, q, params)
         + num_velocity_constraints(system, t, q, params)

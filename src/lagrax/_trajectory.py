@@ -90,46 +90,24 @@ def evaluate_trajectory(
     params: Params,
     stats: dict[str, Any],
     result: RESULTS,
-    probes=None,
-) -> tuple[Trajectory, RESULTS | None]:
-    """Project the saved states (if the stabilization projects) and derive the rest.
+) -> Trajectory:
+    """Project the saved states (if the stabilization projects) and derive the rest."""
 
-    `probes`: optional states (ts, q, qd) at which only the saddle solve's result
-    is wanted (unprojected), evaluated in the same vmapped call; their results
-    are returned beside the trajectory.
-    """
-    saved = ts.shape[0]
-    if probes is not None:
-        ts, q, qd = (
-            jnp.concatenate([a, b]) for a, b in zip((ts, q, qd), probes, strict=True)
-        )
-    project = jnp.arange(ts.shape[0]) < saved
-
-    def at(t, q_, qd_, project_):
-        projected = stabilization.project(system, saddle_solver, t, q_, qd_, params)
-        q_, qd_ = jax.tree.map(
-            lambda a, b: jnp.where(project_, a, b), projected, (q_, qd_)
-        )
+    def at(t, q_, qd_):
+        q_, qd_ = stabilization.project(system, saddle_solver, t, q_, qd_, params)
         terms, sol = solve_dynamics(
             system, stabilization, saddle_solver, t, q_, qd_, params
         )
         e = energy(system, t, q_, qd_, params)
         return q_, qd_, sol.qdd, sol.lam, terms.phi, terms.phi_dot, e, sol.result
 
-    out = jax.vmap(at)(ts, q, qd, project)
-    probed = None
-    if probes is not None:
-        probed = jax.tree.map(lambda v: v[saved:], out[-1])
-        ts = ts[:saved]
-        out = jax.tree.map(lambda v: v[:saved], out)
-    q, qd, qdd, lam, phi, phi_dot, e, saddle_results = out
+    finite = jnp.all(jnp.isfinite(q), axis=1) & jnp.all(jnp.isfinite(qd), axis=1)
+    q, qd, qdd, lam, phi, phi_dot, e, saddle_results = jax.vmap(at)(ts, q, qd)
     # A saddle failure at a reached state explains a failed solve better than the
     # integrator's own code. States never reached are inf and say nothing.
-    finite = jnp.all(jnp.isfinite(q), axis=1) & jnp.all(jnp.isfinite(qd), axis=1)
     failed = (saddle_results != RESULTS.successful) & finite
     first = jax.tree.map(lambda v: v[jnp.argmax(failed)], saddle_results)
     result = RESULTS.where(jnp.any(failed), first, result)
     # Arrays, not Python ints, so that a Trajectory can leave vmap and shard_map.
     stats = {k: jnp.asarray(v) for k, v in stats.items()}
-    traj = Trajectory(ts, q, qd, qdd, lam, phi, phi_dot, e, stats, result)
-    return traj, probed
+    return Trajectory(ts, q, qd, qdd, lam, phi, phi_dot, e, stats, result)
