@@ -125,9 +125,18 @@ def simulate(
     **Raises:**
 
     `ValueError` for inputs of the wrong shape or functions returning the wrong
-    shape (at trace time); a runtime error under `throw=True` when the saddle
-    system is singular (redundant constraints, a mass matrix that is not positive
-    definite) or `max_steps` is reached.
+    shape (at trace time), and for arguments that cannot be meant, named: NaN or
+    inf `t0`, `t1`, `ts` or `dt0`, `rtol` or `atol` <= 0, `max_steps` < 1, `ts`
+    not running from t0 to t1 (values traced under jit are reported at runtime
+    instead, as `RESULTS.invalid_arguments`). Under `throw=True`, a runtime error
+    with the message of the failure (under `jax.vmap`, the failed members by
+    index); with `throw=False`, never: the failure is `result`.
+
+    A failure inside the integration (NaN terms, a mass matrix that is not
+    positive definite, constraints that lose rank) ends the solve at once, and
+    `result` names it: the solver shrinks its step until it is at round-off of
+    the time, stops, and the saddle system is solved at the last state reached
+    and just beyond it to find the cause.
     """
     q0, qd0 = coerce_state(q0, qd0)
     params = coerce_params(params)
