@@ -19,6 +19,9 @@ from PIL import Image  # noqa: E402
 
 
 _FLOOR = 1e-17  # residuals below this (round-off, exact zeros) are drawn at it
+# A panel whose values stay within this fraction of the largest value of its
+# quantity (all panels of the figure, all runs) is drawn as constant.
+_FLAT = 1e-9
 _QUANTITY = {
     "positions": ("q", "", "positions"),
     "velocities": ("qd", "/s", "velocities"),
@@ -52,30 +55,107 @@ def _finish(fig, axes, path: Path, legend: bool):
     plt.close(fig)
 
 
+def flat_panels(values: list, units) -> list:
+    """Which columns of a figure are constant, and how to draw them.
+
+    A column (one panel: a coordinate, a multiplier) is constant when all its
+    finite values, over all runs, lie within `_FLAT` times the scale of its
+    quantity, the largest |value| of any column: a variation below that is
+    round-off (y of a block on a track, 1e-16 m), which an autoscaled axis would
+    blow up to fill the panel. Its axis gets the height of the narrowest
+    non-constant column with the same unit (else 10 % of its value, else 1), so
+    it looks flat at the finest scale of the run's motion.
+
+    **Arguments:**
+
+    - `values`: arrays (T, k), one per run (T may differ).
+    - `units`: the k columns' units (columns of one unit share a scale).
+
+    **Returns:**
+
+    One entry per column: None where it is not constant, else (centre, spread,
+    half): its value (0 where it is within the tolerance of 0), max - min, and
+    the half-height of its axis.
+    """
+    values = [np.asarray(v, dtype=float).reshape(len(v), -1) for v in values]
+    k = len(units)
+    columns = [np.concatenate([v[:, i] for v in values]) for i in range(k)]
+    columns = [c[np.isfinite(c)] for c in columns]
+    sizes = [float(np.abs(c).max()) if c.size else 0.0 for c in columns]
+    tolerance = _FLAT * max(sizes, default=0.0)
+    spreads = [float(np.ptp(c)) if c.size else math.inf for c in columns]
+    flat = [s <= tolerance for s in spreads]
+    out = []
+    for i, c in enumerate(columns):
+        if not flat[i]:
+            out.append(None)
+            continue
+        centre = float((c.max() + c.min()) / 2)
+        centre = 0.0 if abs(centre) <= tolerance else centre
+        siblings = [
+            spreads[j]
+            for j in range(k)
+            if units[j] == units[i] and not flat[j] and math.isfinite(spreads[j])
+        ]
+        half = 0.55 * min(siblings) if siblings else 0.1 * abs(centre) or 1.0
+        out.append((centre, spreads[i], half))
+    return out
+
+
+def _draw_flat(ax, flat, unit: str) -> None:
+    centre, spread, half = flat
+    ax.set_ylim(centre - half, centre + half)
+    ax.ticklabel_format(axis="y", useOffset=False)
+    varies = "exactly" if spread == 0 else f"varies by {spread:.1g}"
+    value = f"{centre:.6g} {unit}".strip()
+    ax.text(
+        0.98, 0.94, f"constant {value} ({varies})", transform=ax.transAxes,
+        ha="right", va="top", fontsize=8, color="0.3",
+    )  # fmt: skip
+
+
 def coordinates(model, runs: dict, kind: str, path: Path, title: str) -> None:
-    """Positions, velocities or accelerations: one panel per coordinate."""
+    """Positions, velocities or accelerations: one panel per coordinate.
+
+    A coordinate that stays constant (to round-off, see `flat_panels`) is drawn
+    flat and labelled so, not as noise blown up by the autoscale.
+    """
     field, suffix, noun = _QUANTITY[kind]
     dots = {"q": "", "qd": "'", "qdd": "''"}[field]
     fig, axes = _grid(len(model.coordinates), f"{title} — {noun}")
     for label, run in runs.items():
         for i, ax in enumerate(axes):
             ax.plot(run["ts"], run[field][:, i], lw=1.0, label=label)
-    for ax, name, unit in zip(axes, model.coordinates, model.units, strict=True):
-        ax.set_ylabel(f"{name}{dots}  [{unit}{suffix}]")
+    units = [f"{unit}{suffix}" for unit in model.units]
+    flats = flat_panels([run[field] for run in runs.values()], units)
+    for ax, name, unit, flat in zip(axes, model.coordinates, units, flats, strict=True):
+        ax.set_ylabel(f"{name}{dots}  [{unit}]")
+        if flat is not None:
+            _draw_flat(ax, flat, unit)
     for ax in axes[-2:]:
         ax.set_xlabel("t [s]")
     _finish(fig, axes, path, len(runs) > 1)
 
 
 def multipliers(model, runs: dict, path: Path, title: str) -> None:
-    """The Lagrange multipliers (constraint forces), one panel per constraint."""
+    """The Lagrange multipliers (constraint forces), one panel per constraint,
+    in the model's `multiplier_units` where it gives them."""
     names = model.constraint_names
+    units = tuple(model.multiplier_units) or ("",) * len(names)
+    if len(units) != len(names):
+        raise ValueError(
+            f"model {model.name!r}: multiplier_units has {len(units)} entries for "
+            f"{len(names)} constraints; give one unit per constraint (or none)."
+        )
     fig, axes = _grid(len(names), f"{title} — constraint forces (multipliers λ)")
     for label, run in runs.items():
         for i, ax in enumerate(axes):
             ax.plot(run["ts"], run["multipliers"][:, i], lw=1.0, label=label)
-    for ax, name in zip(axes, names, strict=True):
-        ax.set_ylabel(f"λ  ({name})")
+    flats = flat_panels([run["multipliers"] for run in runs.values()], units)
+    for ax, name, unit, flat in zip(axes, names, units, flats, strict=True):
+        ax.set_ylabel(f"λ  ({name})" + (f"  [{unit}]" if unit else ""))
+        if flat is not None:
+            _draw_flat(ax, flat, unit)
     for ax in axes[-2:]:
         ax.set_xlabel("t [s]")
     _finish(fig, axes, path, len(runs) > 1)
@@ -97,7 +177,23 @@ def residuals(model, runs: dict, path: Path, title: str) -> None:
 
 
 def energy(model, runs: dict, path: Path, title: str) -> None:
-    """Energy (the Jacobi integral) relative to its initial value."""
+    """Energy (the Jacobi integral) relative to its initial value.
+
+    For a conservative run (`model.is_conservative` under the run's `params`)
+    E(t) - E(0) is the numerical drift; otherwise it is the work done by the
+    non-conservative forces and the drives (rheonomic constraints, an explicitly
+    time-dependent Lagrangian), and labelled so.
+    """
+    kept = [model.is_conservative(run.get("params")) for run in runs.values()]
+    if all(kept):
+        change = ("numerical drift", "E(t) − E(0)  [J]")
+        note = "conservative: constant up to numerical drift"
+    elif not any(kept):
+        change = ("work done by the forces and drives", "W(t) = E(t) − E(0)  [J]")
+        note = "not conservative: changes by the work of the forces and drives"
+    else:
+        change = ("drift, or work done where not conservative", "E(t) − E(0)  [J]")
+        note = "conservative only in some runs"
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     for label, run in runs.items():
         e = run["energy"]
@@ -111,11 +207,33 @@ def energy(model, runs: dict, path: Path, title: str) -> None:
     axes[0].set_ylim(middle - 1.1 * half, middle + 1.1 * half)
     axes[0].ticklabel_format(axis="y", useOffset=False)
     axes[0].set(title="energy", ylabel="E(t)  [J]")
-    axes[1].set(title="drift", ylabel="E(t) − E(0)  [J]")
+    axes[1].set(title=change[0], ylabel=change[1])
     for ax in axes:
         ax.set_xlabel("t [s]")
-    fig.suptitle(f"{title} — energy (Jacobi integral; constant if conservative)")
+    fig.suptitle(f"{title} — energy (Jacobi integral; {note})")
     _finish(fig, list(axes), path, True)
+
+
+def zigzag(a, b, width: float, coils: int = 6) -> np.ndarray:
+    """The polyline of a coil spring from point `a` to point `b`, shape (2 coils
+    + 4, 2).
+
+    Straight leads over the first and last tenth of the length, and between
+    them 2 `coils` corners alternately `width` / 2 to either side of the line,
+    evenly spaced: the width stays as the spring stretches, as a real coil's
+    does. Where a and b coincide (or are not finite) it collapses onto a-b.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    d = b - a
+    length = float(np.hypot(d[0], d[1]))
+    if not math.isfinite(length) or length == 0.0:
+        return np.stack([a, a, *([a] * (2 * coils)), b, b])
+    across = np.array([-d[1], d[0]]) / length
+    corners = 2 * coils
+    s = 0.1 + 0.8 * (np.arange(corners) + 0.5) / corners
+    side = np.where(np.arange(corners) % 2 == 0, 0.5, -0.5) * width
+    middle = a + s[:, None] * d + side[:, None] * across
+    return np.concatenate([[a, a + 0.1 * d], middle, [a + 0.9 * d, b]])
 
 
 def animate(model, runs: dict, path: Path, title: str, fps: int) -> None:
@@ -123,8 +241,13 @@ def animate(model, runs: dict, path: Path, title: str, fps: int) -> None:
 
     Each run's data holds `frame_ts` (F,), `points` (F, k, 2) and, if forces are
     drawn, `force_points` and `forces` (F, j, 2). Arrows share one scale: the
-    largest force is drawn 0.4 times the mechanism's size. `trail_ts`, `trail`:
-    the path of the last point at every saved time.
+    upper quartile of the forces' sizes is drawn 0.3 times the mechanism's size.
+    Scaling by the largest would shrink most arrows to dots where forces peak
+    briefly (a fast slider-crank peaks at 10 times its upper quartile); peaks
+    are drawn long instead, clipped at the panel's edge. `trail_ts`, `trail`:
+    the path of the last point at every saved time. The model's `segments` are
+    drawn as links, its `springs` as zig-zag coils (see `zigzag`) of one width,
+    6 % of the mechanism's size.
     """
     labels = list(runs)
     fig, axes = plt.subplots(
@@ -137,13 +260,18 @@ def animate(model, runs: dict, path: Path, title: str, fps: int) -> None:
     size = float(np.max(high - low)) or 1.0
     centre = (low + high) / 2
     half = 0.6 * size + 0.05
+    coil = 0.06 * size
+    pairs = (*model.segments, *model.springs)
+    is_spring = [False] * len(model.segments) + [True] * len(model.springs)
     has_forces = all("forces" in runs[k] for k in labels)
     scale = 1.0
     if has_forces:
-        biggest = max(
-            float(np.nanmax(np.linalg.norm(runs[k]["forces"], axis=-1))) for k in labels
+        sizes = np.concatenate(
+            [np.linalg.norm(runs[k]["forces"], axis=-1).ravel() for k in labels]
         )
-        scale = 0.4 * size / biggest if biggest > 0 else 1.0
+        sizes = sizes[np.isfinite(sizes) & (sizes > 0)]
+        typical = float(np.percentile(sizes, 75)) if sizes.size else 0.0
+        scale = 0.3 * size / typical if typical > 0 else 1.0
 
     artists = []
     for ax, label in zip(axes, labels, strict=True):
@@ -155,6 +283,7 @@ def animate(model, runs: dict, path: Path, title: str, fps: int) -> None:
         ax.set_xlabel("x [m]")
         ax.set_ylabel("y [m]")
         links = [ax.plot([], [], "-", color="0.25", lw=3)[0] for _ in model.segments]
+        links += [ax.plot([], [], "-", color="C2", lw=1.5)[0] for _ in model.springs]
         (dots,) = ax.plot([], [], "o", color="C0", ms=7)
         (trail,) = ax.plot([], [], "-", color="C1", lw=0.8, alpha=0.7)
         clock = ax.text(0.02, 0.96, "", transform=ax.transAxes, va="top")
@@ -192,8 +321,11 @@ def animate(model, runs: dict, path: Path, title: str, fps: int) -> None:
         ):
             run = runs[label]
             pts = run["points"][i]
-            for line, (a, b) in zip(links, model.segments, strict=True):
-                line.set_data([pts[a, 0], pts[b, 0]], [pts[a, 1], pts[b, 1]])
+            for line, (a, b), spring in zip(links, pairs, is_spring, strict=True):
+                if spring:
+                    line.set_data(*zigzag(pts[a], pts[b], coil).T)
+                else:
+                    line.set_data([pts[a, 0], pts[b, 0]], [pts[a, 1], pts[b, 1]])
             dots.set_data(pts[:, 0], pts[:, 1])
             t = run["frame_ts"][i]
             recent = (run["trail_ts"] <= t) & (run["trail_ts"] >= t - window)

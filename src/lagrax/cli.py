@@ -503,7 +503,7 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _run_summary(run: _config.Run, data: dict) -> dict:
+def _run_summary(model, run: _config.Run, data: dict) -> dict:
 
     e = data["energy"]
     return {
@@ -515,7 +515,10 @@ def _run_summary(run: _config.Run, data: dict) -> dict:
         "max_abs_phi": float(np.abs(data["phi"]).max(initial=0.0)),
         "max_abs_phi_dot": float(np.abs(data["phi_dot"]).max(initial=0.0)),
         "energy_initial": float(e[0]),
+        # E(t1) - E(t0): numerical drift where the model conserves energy, the
+        # work of its forces and drives where it does not (`conservative`).
         "energy_drift": float(e[-1] - e[0]),
+        "conservative": model.is_conservative(data["params"]),
         "energy_max_deviation": float(np.abs(e - e[0]).max()),
         "steps": data["num_steps"],
         "accepted_steps": data["num_accepted_steps"],
@@ -524,6 +527,11 @@ def _run_summary(run: _config.Run, data: dict) -> dict:
         "compile_s": round(data["compile_s"], 4),
         "wall_s": round(data["wall_s"], 4),
     }
+
+
+def _energy_words(model, data) -> str:
+    """What E(t1) - E(t0) is: numerical drift, or the work of forces and drives."""
+    return "energy drift" if model.is_conservative(data["params"]) else "work done"
 
 
 def _summary(model, config, results: dict) -> dict:
@@ -539,7 +547,7 @@ def _summary(model, config, results: dict) -> dict:
         "t1": config.t1,
         "save_points": config.save_points,
         "versions": _versions(),
-        "runs": [_run_summary(run, results[run.label]) for run in config.runs],
+        "runs": [_run_summary(model, run, results[run.label]) for run in config.runs],
     }
 
 
@@ -550,7 +558,8 @@ def _report(model, config, results, out: Path, total: float) -> None:
         name = f"{label}: " if len(results) > 1 else ""
         parts.append(
             f"{name}max|phi| {np.abs(data['phi']).max(initial=0.0):.1e}, "
-            f"energy drift {data['energy'][-1] - data['energy'][0]:+.1e} J, "
+            f"{_energy_words(model, data)} "
+            f"{data['energy'][-1] - data['energy'][0]:+.1e} J, "
             f"{data['num_steps']} steps, compile {data['compile_s']:.1f} s, "
             f"run {data['wall_s']:.2f} s"
         )

@@ -44,3 +44,8 @@ from ._loads import (
     body_torque as body_torque,
     point_force as point_force,
 )
+from ._multipliers import (
+    JointForces as JointForces,
+    joint_forces as joint_forces,
+    multiplier_units as multiplier_units,
+)

@@ -110,6 +110,18 @@ def _points(t, q, p):
     )
 
 
+def _constraint_forces(t, q, lam, p):
+    # Each loop's rows are r_E(crank side) - r_E(other side): its multipliers
+    # are the force on the crank side at the joint E, minus them on the arm
+    # that closes the loop (gamma's, A1's, A2's), drawn here.
+    where = jnp.broadcast_to(_joint(q, p), (3, 2))
+    return where, -lam.reshape(3, 2)
+
+
+def _with_motor_off(p):
+    return float(p["mom"]) == 0.0
+
+
 PARAMS = dict(
     m1=0.04325, m2=0.00365, m3=0.02373, m4=0.00706, m5=0.07050, m6=0.00706,
     m7=0.05498, xa=-0.06934, ya=-0.00227, xb=-0.03635, yb=0.03273, xc=0.014,
@@ -173,6 +185,7 @@ def andrews() -> Model:
             "loop A2 x",
             "loop A2 y",
         ),  # fmt: skip
+        multiplier_units=("N",) * 6,  # the rows are positions of E (m)
         q_guess=(
             -0.0617138900142764496358948458001,
             0.0,
@@ -186,6 +199,7 @@ def andrews() -> Model:
         fixed_q=(0,),
         fixed_qd=(0,),
         points=_points,
+        constraint_forces=_constraint_forces,
         reference=REFERENCE,
         segments=(
             (0, 1),
@@ -196,6 +210,7 @@ def andrews() -> Model:
             (4, 6),
             (6, 2),
             (3, 8),
-            (8, 7),
         ),
+        springs=((7, 8),),
+        conservative=_with_motor_off,
     )

@@ -86,11 +86,16 @@ def car_axis() -> Model:
         coordinates=("xl", "yl", "xr", "yr"),
         units=("m", "m", "m", "m"),
         constraint_names=("wheel", "axle length"),
+        # Both rows are quadratic in lengths (m^2): J^T lam is a force for lam
+        # in N/m.
+        multiplier_units=("N/m", "N/m"),
         q_guess=(0.0, 0.5, 1.0, 0.5),
         qd_guess=(-0.5, 0.0, -0.5, 0.0),
         fixed_qd=(0, 2),
         points=_points,
         constraint_forces=_constraint_forces,
         reference=REFERENCE,
-        segments=((0, 1), (1, 2), (2, 3)),
+        segments=((1, 2),),
+        springs=((0, 1), (3, 2)),
+        conservative=False,  # the wheel is driven over the bump
     )

@@ -32,6 +32,10 @@ def push(t, q, qd, p):
 LOADS = (lb.PointForce(CART, None, push),)
 
 
+def _unpushed(p):
+    return float(p["F0"]) == 0.0
+
+
 def _points(t, q, p):
     return jnp.stack(
         [
@@ -61,10 +65,13 @@ def cart_pole() -> Model:
         coordinates=("x_cart", "y_cart", "th_cart", "x_pole", "y_pole", "th_pole"),
         units=("m", "m", "rad") * 2,
         constraint_names=lb.constraint_labels(BODIES, JOINTS),
+        multiplier_units=lb.multiplier_units(BODIES, JOINTS),
         q_guess=(0.0, 0.0, 0.0, -l * 0.2, l, 0.2),
         qd_guess=(0.0,) * 6,
         fixed_q=(0, 5),
         fixed_qd=(0, 5),
         points=_points,
+        constraint_forces=lb.joint_forces(BODIES, JOINTS),
         segments=((0, 1),),
+        conservative=_unpushed,
     )

@@ -56,10 +56,13 @@ def chain(n: int = 5) -> Model:
         coordinates=tuple(f"{c}{k + 1}" for k in range(n) for c in ("x", "y", "th")),
         units=("m", "m", "rad") * n,
         constraint_names=lb.constraint_labels(links, joints),
+        multiplier_units=lb.multiplier_units(links, joints),
         q_guess=tuple(guess),
         qd_guess=(0.0,) * (3 * n),
         fixed_q=tuple(3 * k + 2 for k in range(n)),
         fixed_qd=tuple(3 * k + 2 for k in range(n)),
         points=points,
+        constraint_forces=lb.joint_forces(links, joints),
         segments=tuple((k, k + 1) for k in range(n)),
+        conservative=True,
     )

@@ -39,6 +39,10 @@ def _forces(t, q, qd, p):
     return -p["c"] * jnp.concatenate([v1 + v2, v2])
 
 
+def _undamped(p):
+    return float(p["c"]) == 0.0
+
+
 def _points(t, q, params):
     r1, r2 = _tips(q)
     return jnp.stack([jnp.zeros(2, q.dtype), r1, r2])
@@ -71,9 +75,11 @@ def double_pendulum() -> Model:
         coordinates=("x1", "y1", "x2", "y2"),
         units=("m", "m", "m", "m"),
         constraint_names=("link 1 length", "link 2 length"),
+        multiplier_units=("N/m", "N/m"),  # J^T lam = 2 lam (x, y) are forces
         q_guess=(start,) * 4,
         qd_guess=(1.0, -1.0, 1.0, -1.0),
         points=_points,
         constraint_forces=_constraint_forces,
         segments=((0, 1), (1, 2)),
+        conservative=_undamped,
     )

@@ -82,10 +82,13 @@ def four_bar() -> Model:
         coordinates=("x1", "y1", "th1", "x2", "y2", "th2", "x3", "y3", "th3"),
         units=("m", "m", "rad") * 3,
         constraint_names=lb.constraint_labels(BODIES, JOINTS),
+        multiplier_units=lb.multiplier_units(BODIES, JOINTS),
         q_guess=_guess(params, math.pi / 3),
         qd_guess=(0.0, 0.0, 8.0) + (0.0,) * 6,
         fixed_q=(2,),
         fixed_qd=(2,),
         points=_points,
+        constraint_forces=lb.joint_forces(BODIES, JOINTS),
         segments=((0, 1), (1, 2), (2, 3)),
+        conservative=True,
     )

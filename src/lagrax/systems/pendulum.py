@@ -40,9 +40,11 @@ def pendulum() -> Model:
         coordinates=("x", "y"),
         units=("m", "m"),
         constraint_names=("rod length",),
+        multiplier_units=("N/m",),  # J^T lam = 2 lam q is a force
         q_guess=(0.86, 2.35),
         qd_guess=(0.0, 0.0),
         points=_points,
         constraint_forces=_constraint_forces,
         segments=((0, 1),),
+        conservative=True,
     )

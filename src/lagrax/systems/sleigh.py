@@ -41,10 +41,14 @@ def sleigh() -> Model:
         coordinates=("x", "y", "th"),
         units=("m", "m", "rad"),
         constraint_names=lb.constraint_labels(BODIES, velocity_constraints=(BLADE,)),
+        multiplier_units=lb.multiplier_units(BODIES, velocity_constraints=(BLADE,)),
         q_guess=(0.0, 0.0, 0.0),
         qd_guess=(0.0, 0.2, 2.0),
         fixed_q=(0, 1, 2),
         fixed_qd=(0, 2),
         points=_points,
+        # The blade's sideways force, at the blade, across it.
+        constraint_forces=lb.joint_forces(BODIES, velocity_constraints=(BLADE,)),
         segments=((0, 1), (1, 2), (2, 3), (3, 0), (4, 5)),
+        conservative=True,  # the blade's force is across its velocity
     )

@@ -41,6 +41,11 @@ LOADS = (
 )
 
 
+def _passive(p):
+    # Motor off and no friction: only then is the energy conserved.
+    return float(p["tau0"]) == 0.0 and float(p["c"]) == 0.0
+
+
 def _points(t, q, p):
     return jnp.stack(
         [
@@ -89,10 +94,13 @@ def slider_crank() -> Model:
         coordinates=("x1", "y1", "th1", "x2", "y2", "th2", "x3", "y3", "th3"),
         units=("m", "m", "rad") * 3,
         constraint_names=lb.constraint_labels(BODIES, JOINTS),
+        multiplier_units=lb.multiplier_units(BODIES, JOINTS),
         q_guess=_guess(params, math.pi / 6),
         qd_guess=(0.0,) * 9,
         fixed_q=(2,),
         fixed_qd=(2,),
         points=_points,
+        constraint_forces=lb.joint_forces(BODIES, JOINTS),
         segments=((0, 1), (1, 2)),
+        conservative=_passive,
     )

@@ -35,11 +35,18 @@ def _forces(t, q, qd, p):
     return jnp.zeros_like(qd).at[0].set(-p["c"] * qd[0])
 
 
+def _undamped(p):
+    return float(p["c"]) == 0.0
+
+
 def _points(t, q, p):
     x1, y1, _, x2, y2, th2 = q
     half = p["L"] / 2
     tip = jnp.stack([x2 + half * jnp.cos(th2), y2 + half * jnp.sin(th2)])
-    return jnp.stack([jnp.zeros(2, q.dtype), jnp.stack([x1, y1]), tip])
+    # The spring V = k x1^2 / 2 has rest length zero; it is drawn from an anchor
+    # one bar length to the left, which gives the same force along the track.
+    anchor = jnp.stack([-p["L"], jnp.zeros_like(p["L"])]).astype(q.dtype)
+    return jnp.stack([anchor, jnp.stack([x1, y1]), tip])
 
 
 def _constraint_forces(t, q, lam, params):
@@ -80,10 +87,13 @@ def slider_pendulum() -> Model:
         coordinates=("x1", "y1", "th1", "x2", "y2", "th2"),
         units=("m", "m", "rad", "m", "m", "rad"),
         constraint_names=("track y1", "track th1", "pin x", "pin y"),
+        multiplier_units=("N", "N m", "N", "N"),
         q_guess=(0.0, 0.01, 0.05, 0.15, -0.02, 0.0),
         qd_guess=(0.0,) * 6,
         fixed_q=(0, 5),
         points=_points,
         constraint_forces=_constraint_forces,
-        segments=((0, 1), (1, 2)),
+        segments=((1, 2),),
+        springs=((0, 1),),
+        conservative=_undamped,
     )

@@ -2,6 +2,7 @@
 
 import math
 
+import jax
 import jax.numpy as jnp
 
 from .. import bodies as lb
@@ -41,6 +42,16 @@ def symmetry_axis(q) -> jnp.ndarray:
     return TOP.rotation(q)[:, 2]
 
 
+_PIVOT_FORCE = lb.joint_forces(BODIES, JOINTS)
+
+
+def _constraint_forces(t, q, lam, p):
+    # The ball joint's force on the top at the pivot, in the drawing's
+    # projection (linear, so points and vectors map alike).
+    where, forces = _PIVOT_FORCE(t, q, lam, p)
+    return jax.vmap(_view)(where), jax.vmap(_view)(forces)
+
+
 def top() -> Model:
     """Lagrange's heavy symmetric top: m = 1 kg, mass centre h = 0.1 m above the
     pivot, I1 = 0.01 (about the mass centre, transverse), I3 = 0.008 kg m^2.
@@ -67,10 +78,13 @@ def top() -> Model:
         coordinates=("x", "y", "z", "e0", "e1", "e2", "e3"),
         units=("m", "m", "m", "1", "1", "1", "1"),
         constraint_names=lb.constraint_labels(BODIES, JOINTS),
+        multiplier_units=lb.multiplier_units(BODIES, JOINTS),
         q_guess=(0.0, -h * math.sin(theta0), h * math.cos(theta0), *e0),
         qd_guess=(0.0, 0.0, 0.0, *ed0),
         fixed_q=(3, 4, 5, 6),
         fixed_qd=(3, 4, 5, 6),
         points=_points,
+        constraint_forces=_constraint_forces,
         segments=((0, 5), (1, 2), (2, 3), (3, 4), (4, 1)),
+        conservative=True,
     )
