@@ -7,6 +7,7 @@ generalized coordinates (M qdd = f + J^T lam).
 """
 
 from collections.abc import Sequence
+from functools import partial
 
 import equinox as eqx
 import jax
@@ -55,40 +56,42 @@ class JointForces(eqx.Module):
                 f"{own} and {sum(rows_v)} rows; give the multipliers of the System "
                 "that assemble built from the same parts."
             )
-        where, forces = [], []
-        start = 0
+        # (part, its rows as a function of the argument it is linear in there,
+        # that argument, the index of its first multiplier): pulled back by one
+        # vjp, the rows give J^T lam (or A^T mu: psi is affine in qd).
+        parts, start = [], 0
         for joint, count in zip(self.joints, rows, strict=True):
-            piece = lam[start : start + count]
+            parts.append(
+                (joint, partial(_joint_rows, joint, t, params), q, start, count)
+            )
             start += count
-            attached = _attachment(joint)
-            if attached is None:
-                continue
-
-            def phi(q_, joint=joint):
-                return jnp.atleast_1d(joint(t, q_, params))
-
-            _, pull = jax.vjp(phi, q)
-            where.append(attached[0].position(q, params, attached[1]))
-            forces.append(_translation(attached[0], pull(piece)[0]))
         start += own
         for constraint, count in zip(self.velocity_constraints, rows_v, strict=True):
-            piece = lam[start : start + count]
+            rows_of = partial(_velocity_rows, constraint, t, q, params)
+            parts.append((constraint, rows_of, zero, start, count))
             start += count
-            attached = _attachment(constraint)
+        where, forces = [], []
+        for part, rows_of, at, first, count in parts:
+            attached = _attachment(part)
             if attached is None:
                 continue
-
-            def psi(qd_, constraint=constraint):
-                return jnp.atleast_1d(constraint(t, q, qd_, params))
-
-            # psi is affine in qd: its vjp (at any qd) is A^T mu.
-            _, pull = jax.vjp(psi, zero)
+            _, pull = jax.vjp(rows_of, at)
             where.append(attached[0].position(q, params, attached[1]))
-            forces.append(_translation(attached[0], pull(piece)[0]))
+            forces.append(
+                _translation(attached[0], pull(lam[first : first + count])[0])
+            )
         if not where:
             empty = jnp.zeros((0, self.bodies[0].dim), q.dtype)
             return empty, empty
         return jnp.stack(where), jnp.stack(forces)
+
+
+def _joint_rows(joint, t, params, q):
+    return jnp.atleast_1d(joint(t, q, params))
+
+
+def _velocity_rows(constraint, t, q, params, qd):
+    return jnp.atleast_1d(constraint(t, q, qd, params))
 
 
 def _translation(body: AbstractBody, generalized: Array) -> Array:
