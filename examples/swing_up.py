@@ -105,7 +105,7 @@ def main(argv=None):
         p.error(f"{gif} exists; pass --force to overwrite it")
     u, history = optimize(30 if args.quick else 1000)
     params = {**PARAMS, "u": u}
-    ts = jnp.linspace(0.0, T, 76)
+    ts = jnp.linspace(0.0, T, 26 if args.quick else 76)  # the animation's frames
     sol = lx.simulate(SYSTEM, Q0, jnp.zeros(3), params, t1=T, ts=ts, **SIM)
     theta = angle(np.asarray(sol.q))
     forces_n = np.asarray(force(ts, params))

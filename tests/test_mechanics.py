@@ -1,5 +1,6 @@
 """The autodiff terms against closed forms; J qdd = -gamma; the sign convention."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -20,7 +21,9 @@ def test_terms_of_a_rheonomic_system_in_closed_form():
 
     p = {"m0": 2.0, "g": 9.81, "r0": 1.5, "a": 0.2, "w": 3.0}
     t, q, qd = 0.7, jnp.array([0.9, -1.1]), jnp.array([0.4, 1.3])
-    terms = lx.mechanics(lx.System(lagrangian, constraints), t, q, qd, p)
+    system = lx.System(lagrangian, constraints)
+    # Under jit: one program, rather than every autodiff operation compiled alone.
+    terms = jax.jit(lambda *args: lx.mechanics(system, *args))(t, q, qd, p)
 
     mass = p["m0"] * (1 + 0.5 * np.sin(t))
     mass_dot = p["m0"] * 0.5 * np.cos(t)
@@ -63,12 +66,19 @@ MODELS = [factory() for factory in lx.systems.BUILTIN.values()]
 def test_accelerations_satisfy_the_constraints(model):
     rng = np.random.default_rng(0)
     q0, _ = model.initial_state()
+
+    # One compiled program for the three states: evaluated eagerly, the
+    # autodiff terms would compile hundreds of small operations one by one.
+    @jax.jit
+    def solve(q, qd):
+        qdd, lam = lx.accelerations(model.system, 0.0, q, qd, model.params)
+        return qdd, lam, lx.mechanics(model.system, 0.0, q, qd, model.params)
+
     for _ in range(3):
         # Off the manifold too: J qdd = -gamma holds at any state.
         q = np.asarray(q0) + 0.1 * rng.normal(size=q0.shape)
         qd = rng.normal(size=q0.shape)
-        qdd, lam = lx.accelerations(model.system, 0.0, q, qd, model.params)
-        terms = lx.mechanics(model.system, 0.0, q, qd, model.params)
+        qdd, lam, terms = solve(q, qd)
         np.testing.assert_allclose(terms.jac @ qdd, -terms.gamma, atol=1e-12)
         # The sign convention: M qdd = f + J^T lam.
         np.testing.assert_allclose(

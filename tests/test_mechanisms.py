@@ -213,7 +213,7 @@ def test_top_against_euler_angles_and_its_integrals():
     axis = np.stack(
         [np.sin(th) * np.sin(phi), -np.sin(th) * np.cos(phi), np.cos(th)], 1
     )
-    got = np.asarray(jax.vmap(symmetry_axis)(sol.q))
+    got = np.asarray(jax.jit(jax.vmap(symmetry_axis))(sol.q))
     np.testing.assert_allclose(got, axis, atol=1e-8)
     # Conserved: energy, the spin p_psi and the vertical angular momentum p_phi
     # (to the integration error, which scales with rtol: 3e-9 at 1e-11 here,
@@ -221,9 +221,13 @@ def test_top_against_euler_angles_and_its_integrals():
     np.testing.assert_allclose(sol.energy, sol.energy[0], rtol=1e-8)
     body = TOP
     inertia = np.diag([p["I1"], p["I1"], i3])
-    for q, qd in zip(np.asarray(sol.q), np.asarray(sol.qd), strict=True):
-        w = np.asarray(body.body_angular_velocity(q, qd))
-        rot = np.asarray(body.rotation(q))
+    # At every saved time at once: one compiled program, not one per operation.
+    omegas = jax.jit(jax.vmap(body.body_angular_velocity))(sol.q, sol.qd)
+    rotations = jax.jit(jax.vmap(body.rotation))(sol.q)
+    for q, qd, w, rot in zip(
+        np.asarray(sol.q), np.asarray(sol.qd), np.asarray(omegas),
+        np.asarray(rotations), strict=True,
+    ):  # fmt: skip
         r, v = q[:3], qd[:3]
         momentum = rot @ inertia @ w + m * np.cross(r, v)  # about the pivot
         assert momentum[2] == pytest.approx(p_phi, rel=1e-8)

@@ -70,6 +70,12 @@ def final_x():
     return f
 
 
+@pytest.fixture(scope="module")
+def grad_final_x(final_x):
+    """The gradient of final_x, jitted: one program, shared by the tests."""
+    return jax.jit(jax.grad(final_x, argnums=(0, 1)))
+
+
 def test_jit_matches_eager(final_x):
     q0, qd0 = _start(0.4)
     eager = lx.simulate(MODEL.system, q0, qd0, P, t1=1.0, rtol=1e-10, atol=1e-10)
@@ -77,14 +83,15 @@ def test_jit_matches_eager(final_x):
 
 
 def test_vmap_equals_loop(final_x):
-    thetas = jnp.array([0.1, 0.5, 1.0])
-    batched = jax.vmap(final_x, in_axes=(0, None))(thetas, P)
+    thetas = [0.1, 0.5, 1.0]
+    batched = jax.vmap(final_x, in_axes=(0, None))(jnp.array(thetas), P)
+    # Python floats, as in test_jit_matches_eager: the same compiled program.
     looped = jnp.stack([final_x(th, P) for th in thetas])
     np.testing.assert_allclose(batched, looped, atol=1e-12)
 
 
-def test_grad_matches_finite_differences(final_x):
-    grad = jax.grad(final_x, argnums=(0, 1))(0.4, P)
+def test_grad_matches_finite_differences(final_x, grad_final_x):
+    grad = grad_final_x(0.4, P)
     h = 1e-5
     fd_theta = (final_x(0.4 + h, P) - final_x(0.4 - h, P)) / (2 * h)
     assert float(grad[0]) == pytest.approx(float(fd_theta), rel=1e-5)
@@ -201,19 +208,21 @@ def test_bad_shapes_are_named():
     [dfx.DirectAdjoint(), dfx.BacksolveAdjoint()],
     ids=["direct", "backsolve"],
 )
-def test_adjoints_through_the_projection_wrapper(adjoint):
-    def final_x(g, adj):
-        q0, qd0 = _start(0.4)
+def test_adjoints_through_the_projection_wrapper(adjoint, grad_final_x):
+    @jax.jit
+    @jax.grad
+    def d_final_x(g):
+        # final_x at theta = 0.4, with another adjoint.
+        q0 = P["l"] * jnp.stack([jnp.sin(0.4), -jnp.cos(0.4)])
         sol = lx.simulate(
-            MODEL.system, q0, qd0, {**P, "g": g}, t1=1.0, rtol=1e-10, atol=1e-10,
-            adjoint=adj, stabilization=lx.Projection(),
+            MODEL.system, q0, jnp.zeros(2), {**P, "g": g}, t1=1.0, rtol=1e-10,
+            atol=1e-10, adjoint=adjoint, stabilization=lx.Projection(),
         )  # fmt: skip
         return sol.q[-1, 0]
 
-    reference = jax.grad(final_x)(9.81, dfx.RecursiveCheckpointAdjoint())
-    assert float(jax.grad(final_x)(9.81, adjoint)) == pytest.approx(
-        float(reference), rel=1e-6
-    )
+    # The default adjoint (recursive checkpointing), compiled once for the module.
+    reference = grad_final_x(0.4, P)[1]["g"]
+    assert float(d_final_x(P["g"])) == pytest.approx(float(reference), rel=1e-6)
 
 
 def test_event_stops_at_the_crossing():

@@ -7,7 +7,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Params
-from ._dynamics import solve_dynamics
 from ._initial import _consistent_state, default_tol
 from ._inputs import all_finite
 from ._mechanics import (
@@ -84,22 +83,28 @@ _NEAR = 5  # PROBES[:_NEAR] are within 1e-9 of the run
 _SINGULAR = 1e-4
 
 
-def probe_results(system, stabilization, saddle_solver, final, span, params):
-    """The saddle solve's result at the final state (t, q, qd) and at the probes
-    beyond it. Not differentiated: a probe may land where the model is NaN, and
-    a zero cotangent times a NaN derivative would poison the gradient of a run
-    that succeeded."""
-    final, params = _no_gradient((final, params))
+def probe_states(final, span, result):
+    """The states (ts, q, qd) at which the saddle system is probed beyond `final` =
+    (t, q, qd): (t + h, q + h qd, qd) for h = PROBES times `span`, the length of
+    the run, where the integrator's `result` says it got stuck; else all at
+    `final` (h = 0), where the model is finite since the solve got there.
+
+    Probes beyond a run that succeeded would say nothing, and might land where
+    the model is NaN (a run that ends near a singularity): the gradient of that
+    run would then be NaN (zero cotangent times NaN derivative).
+    """
     t, q, qd = final
-    h = span * jnp.asarray(PROBES, q.dtype)
+    h = jnp.where(is_stuck(result), span, 0) * jnp.asarray(PROBES, q.dtype)
+    return t + h, q + h[:, None] * qd, jnp.broadcast_to(qd, (h.shape[0], *qd.shape))
 
-    def at(h_):
-        _, sol = solve_dynamics(
-            system, stabilization, saddle_solver, t + h_, q + h_ * qd, qd, params
-        )
-        return sol.result
 
-    return jax.vmap(at)(h)
+def is_stuck(result):
+    """Whether the integrator's `result` says it got stuck before t1."""
+    return (
+        (result == RESULTS.step_size_collapsed)
+        | (result == RESULTS.nonfinite_step)
+        | (result == RESULTS.max_steps)
+    )
 
 
 def _no_gradient(tree):
@@ -112,7 +117,7 @@ def diagnose(system: System, params: Params, result, probed, final, start):
     """The cause of a solve that stopped at the state `final` = (t, q, qd).
 
     `result` is the code the solve ended with; `probed`, the saddle solve's
-    results from `probe_results`; `start` = (t0, q0). A solve that got stuck (step
+    results at `probe_states`; `start` = (t0, q0). A solve that got stuck (step
     size collapsed, a non-finite fixed step, max_steps) is explained by, in order:
     a failure of the saddle system at the final state; constraint rows that became
     dependent there (a singular configuration); the first failure just beyond it.
@@ -123,7 +128,7 @@ def diagnose(system: System, params: Params, result, probed, final, start):
     collapsed = (result == RESULTS.step_size_collapsed) | (
         result == RESULTS.nonfinite_step
     )
-    stuck = collapsed | (result == RESULTS.max_steps)
+    stuck = is_stuck(result)
     near = np.arange(len(PROBES)) < _NEAR
     failed = is_failure(probed) & (collapsed | near)
     first = jax.tree.map(lambda v: v[jnp.argmax(failed)], probed)

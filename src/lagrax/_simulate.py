@@ -13,7 +13,7 @@ import optimistix as optx
 from jaxtyping import ArrayLike, Float, Real
 
 from ._custom_types import Params, RealScalarLike
-from ._diagnosis import diagnose, initial_checks, probe_results
+from ._diagnosis import diagnose, initial_checks, probe_states
 from ._dynamics import VectorField
 from ._errors import check_result
 from ._inputs import (
@@ -275,7 +275,8 @@ def _simulate(
             lambda x: jnp.where(reached.reshape(-1, *[1] * (x.ndim - 1)), x, jnp.inf),
             (sol.ts[:-1], q[:-1], qd[:-1]),
         )
-    traj = evaluate_trajectory(
+    span = jnp.abs(t1 - t0)
+    traj, probed = evaluate_trajectory(
         system,
         stabilization,
         saddle_solver,
@@ -283,9 +284,8 @@ def _simulate(
         params,
         sol.stats,
         result,
+        probes=probe_states(final, span, result),
     )
-    span = jnp.abs(t1 - t0)
-    probed = probe_results(system, stabilization, saddle_solver, final, span, params)
     result = diagnose(system, params, traj.result, probed, final, (t0, q0))
     # A bad start explains whatever failed after it.
     result = RESULTS.where(failed_start, initial_result, result)

@@ -90,19 +90,42 @@ def evaluate_trajectory(
     params: Params,
     stats: dict[str, Any],
     result: RESULTS,
-) -> Trajectory:
-    """Project the saved states (if the stabilization projects) and derive the rest."""
+    probes=None,
+):
+    """Project the saved states (if the stabilization projects) and derive the rest.
 
-    def at(t, q_, qd_):
-        q_, qd_ = stabilization.project(system, saddle_solver, t, q_, qd_, params)
+    `probes` = (ts, q, qd), optional: further states at which only the saddle
+    solve's result is wanted, neither projected nor differentiated. They go
+    through the same vectorized evaluation as the saved states, so that the
+    compiled program holds one copy of the dynamics, not two (probes evaluated
+    apart cost a quarter of the compile time of a small simulation). Returns the
+    Trajectory, and with `probes` also their results. The probes must lie where
+    the model is finite unless the solve failed: their rows share the
+    parameters, and a zero cotangent times a NaN derivative in a probe's row
+    would reach the parameters' gradient (see `probe_states`).
+    """
+    num_saved = ts.shape[0]
+    finite = jnp.all(jnp.isfinite(q), axis=1) & jnp.all(jnp.isfinite(qd), axis=1)
+    if probes is None:
+        rows = (ts, q, qd)
+        is_probe = jnp.zeros(num_saved, bool)
+    else:
+        probes = jax.lax.stop_gradient(probes)
+        rows = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), (ts, q, qd), probes)
+        is_probe = jnp.arange(rows[0].shape[0]) >= num_saved
+
+    def at(t, q_, qd_, probe):
+        q_p, qd_p = stabilization.project(system, saddle_solver, t, q_, qd_, params)
+        q_, qd_ = jnp.where(probe, q_, q_p), jnp.where(probe, qd_, qd_p)
         terms, sol = solve_dynamics(
             system, stabilization, saddle_solver, t, q_, qd_, params
         )
         e = energy(system, t, q_, qd_, params)
         return q_, qd_, sol.qdd, sol.lam, terms.phi, terms.phi_dot, e, sol.result
 
-    finite = jnp.all(jnp.isfinite(q), axis=1) & jnp.all(jnp.isfinite(qd), axis=1)
-    q, qd, qdd, lam, phi, phi_dot, e, saddle_results = jax.vmap(at)(ts, q, qd)
+    evaluated = jax.vmap(at)(*rows, is_probe)
+    saved = jax.tree.map(lambda x: x[:num_saved], evaluated)
+    q, qd, qdd, lam, phi, phi_dot, e, saddle_results = saved
     # A saddle failure at a reached state explains a failed solve better than the
     # integrator's own code. States never reached are inf and say nothing.
     failed = (saddle_results != RESULTS.successful) & finite
@@ -110,4 +133,7 @@ def evaluate_trajectory(
     result = RESULTS.where(jnp.any(failed), first, result)
     # Arrays, not Python ints, so that a Trajectory can leave vmap and shard_map.
     stats = {k: jnp.asarray(v) for k, v in stats.items()}
-    return Trajectory(ts, q, qd, qdd, lam, phi, phi_dot, e, stats, result)
+    traj = Trajectory(ts, q, qd, qdd, lam, phi, phi_dot, e, stats, result)
+    if probes is None:
+        return traj
+    return traj, jax.tree.map(lambda x: x[num_saved:], evaluated[-1])
