@@ -1,7 +1,9 @@
 """The `lagrax` command: shipped configs, outputs, and refusals of bad input.
 
-The configs run in-process (one JAX runtime, no compilation cache) on a short
-horizon; one subprocess checks the installed entry point end to end.
+The configs run in-process at their full horizon (only the animation is cut to
+a few frames), with the session's compilation cache (tests/conftest.py), so that
+a config run again by another test is not compiled again; subprocesses check
+the installed entry point end to end.
 """
 
 import json
@@ -56,7 +58,7 @@ def test_shipped_config_runs(config, tmp_path, capsys):
     run hid a failure of the unstabilized drift study past its first chunk); only
     the animation is cut to a few frames."""
     out = tmp_path / "out"
-    args = ["--set", "animation.frames=4", "--no-cache", "--quiet"]
+    args = ["--set", "animation.frames=4", "--quiet"]
     assert run_cli("run", config, "--out", out, *args) == 0, capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
     raw = tomllib.loads(config.read_text())
@@ -90,7 +92,7 @@ def test_pendulum_against_minimal_coordinates(tmp_path):
     assert run_cli("run", ROOT / "configs/pendulum.toml", "--out", out,
                    "--set", "t1=3.0", "--set", "solver.rtol=1e-10",
                    "--set", "solver.atol=1e-10", "--set", 'outputs=["npz"]',
-                   "--no-cache", "--quiet") == 0  # fmt: skip
+                   "--quiet") == 0  # fmt: skip
     g, l = 9.81, 2.5
     for label in ("none_index-1", "Baumgarte_5_5", "projection"):
         data = np.load(out / label / "trajectory.npz")
@@ -183,28 +185,26 @@ def test_output_folder_is_never_lost(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "precious.txt").write_text("keep me")
-    assert run_cli("run", config, "--out", out, "--no-cache", "--quiet") == 2
+    assert run_cli("run", config, "--out", out, "--quiet") == 2
     assert "--force" in capsys.readouterr().err
     # --force replaces only a folder that lagrax wrote.
     assert run_cli("run", config, "--out", out, "--quiet", "--force") == 2
     assert "not written by lagrax" in capsys.readouterr().err
     assert (out / "precious.txt").read_text() == "keep me"
     mine = tmp_path / "mine"
-    assert run_cli("run", config, "--out", mine, "--no-cache", "--quiet") == 0
+    assert run_cli("run", config, "--out", mine, "--quiet") == 0
     assert run_cli("run", config, "--out", mine, "--quiet") == 2
     assert "add --force" in capsys.readouterr().err
     # A failing run leaves the old folder as it was, even with --force.
     (mine / "note.txt").write_text("mine")
-    args = ("--no-cache", "--quiet", "--force", "--set", "solver.max_steps=2",
+    args = ("--quiet", "--force", "--set", "solver.max_steps=2",
             "--set", "t1=5.0", "--set", "save_points=3")  # fmt: skip
     assert run_cli("run", config, "--out", mine, *args) == 1
     err = capsys.readouterr().err
     assert "max_steps" in err and "raise solver.max_steps" in err
     assert "Traceback" not in err and err.count("\n") == 1
     assert (mine / "note.txt").exists()
-    assert (
-        run_cli("run", config, "--out", mine, "--no-cache", "--quiet", "--force") == 0
-    )
+    assert run_cli("run", config, "--out", mine, "--quiet", "--force") == 0
     assert sorted(p.name for p in mine.iterdir()) == ["summary.json", "trajectory.npz"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "out", "p.toml"]
     blocker = tmp_path / "file"
@@ -241,7 +241,7 @@ def test_a_failed_run_names_the_cause_and_the_keys_to_change(tmp_path, capsys):
     config.write_text('system = "pendulum"\nt1 = 1.0\noutputs = ["npz"]\n')
     # A massless bob: the mass matrix is singular from the start. Named at once.
     assert run_cli("run", config, "--out", tmp_path / "o", "--set", "params.m=0",
-                   "--quiet", "--no-cache") == 1  # fmt: skip
+                   "--quiet") == 1  # fmt: skip
     err = capsys.readouterr().err
     assert "(mass_matrix_not_positive_definite)" in err, err
     assert "check [params]" in err and 'saddle_solver = "dense_lu"' in err
@@ -307,7 +307,7 @@ def test_custom_system_by_module_and_factory(tmp_path, monkeypatch, capsys):
     config.write_text('system = "my_rig:make"\nt1 = 0.2\noutputs = ["npz"]\n'
                       "[params]\nl = 1.0\n")  # fmt: skip
     out = tmp_path / "out"
-    assert run_cli("run", config, "--out", out, "--no-cache", "--quiet") == 0
+    assert run_cli("run", config, "--out", out, "--quiet") == 0
     q = np.load(out / "trajectory.npz")["q"]
     np.testing.assert_allclose(np.hypot(q[:, 0], q[:, 1]), 1.0, rtol=1e-10)
     assert json.loads((out / "summary.json").read_text())["system"] == "my_rig"

@@ -26,7 +26,8 @@ def _python_blocks(markdown: str) -> list[tuple[str, str]]:
 
 # Each README block runs on its own, in a fresh namespace, unless its first line
 # says `# continues: <section>`: then in a copy of the namespace that the first
-# block of that section left. So a block that silently relies on another fails here (NameError).
+# block of that section left. So a block that silently relies on another fails
+# here (NameError).
 _RUN_BLOCKS = """
 import json, sys
 blocks = json.loads(open(sys.argv[1]).read())

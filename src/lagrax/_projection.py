@@ -43,17 +43,24 @@ class ManifoldProjector(eqx.Module):
         m = num_constraints(self.system, t, q, params)
         if m + num_velocity_constraints(self.system, t, q, params) == 0:
             return q, qd
-        return _project(
-            self.system,
-            self.saddle_solver,
-            t,
-            q,
-            qd,
-            params,
-            iterations=self.iterations,
+        # The time as an array: a Python float would be a static argument of
+        # the jitted projection below.
+        t = jnp.asarray(t, q.dtype)
+        return _traced_once(
+            self.system, self.saddle_solver, t, q, qd, params, self.iterations
         )
 
 
+@eqx.filter_jit
+def _traced_once(system, saddle_solver, t, q, qd, params, iterations):
+    # A simulation projects each step and each saved state, and a gradient
+    # differentiates each: behind jit, JAX traces the projection (and its
+    # derivative) once per system and shapes for all of them (as
+    # `solve_dynamics`); XLA inlines the calls.
+    return _project(system, saddle_solver, t, q, qd, params, iterations=iterations)
+
+
+@eqx.filter_jit
 def _newton(system, saddle_solver, t, q, qd, params, iterations):
     mass = mass_matrix(system, t, q, qd, params)
     saddle_solver = saddle_solver.specialize(system, t, q, qd, params)
