@@ -90,29 +90,25 @@ def evaluate_trajectory(
     params: Params,
     stats: dict[str, Any],
     result: RESULTS,
-    probes=None,
+    probes,
 ):
     """Project the saved states (if the stabilization projects) and derive the rest.
 
-    `probes` = (ts, q, qd), optional: further states at which only the saddle
-    solve's result is wanted, neither projected nor differentiated. They go
+    `probes` = (ts, q, qd): further states at which only the saddle solve's
+    result is wanted, neither projected nor differentiated. They go
     through the same vectorized evaluation as the saved states, so that the
     compiled program holds one copy of the dynamics, not two (probes evaluated
     apart cost a quarter of the compile time of a small simulation). Returns the
-    Trajectory, and with `probes` also their results. The probes must lie where
+    Trajectory and the probes' results. The probes must lie where
     the model is finite unless the solve failed: their rows share the
     parameters, and a zero cotangent times a NaN derivative in a probe's row
     would reach the parameters' gradient (see `probe_states`).
     """
     num_saved = ts.shape[0]
     finite = jnp.all(jnp.isfinite(q), axis=1) & jnp.all(jnp.isfinite(qd), axis=1)
-    if probes is None:
-        rows = (ts, q, qd)
-        is_probe = jnp.zeros(num_saved, bool)
-    else:
-        probes = jax.lax.stop_gradient(probes)
-        rows = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), (ts, q, qd), probes)
-        is_probe = jnp.arange(rows[0].shape[0]) >= num_saved
+    probes = jax.lax.stop_gradient(probes)
+    rows = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), (ts, q, qd), probes)
+    is_probe = jnp.arange(rows[0].shape[0]) >= num_saved
 
     def at(t, q_, qd_, probe):
         q_p, qd_p = stabilization.project(system, saddle_solver, t, q_, qd_, params)
@@ -134,6 +130,4 @@ def evaluate_trajectory(
     # Arrays, not Python ints, so that a Trajectory can leave vmap and shard_map.
     stats = {k: jnp.asarray(v) for k, v in stats.items()}
     traj = Trajectory(ts, q, qd, qdd, lam, phi, phi_dot, e, stats, result)
-    if probes is None:
-        return traj
     return traj, jax.tree.map(lambda x: x[num_saved:], evaluated[-1])
