@@ -1,5 +1,7 @@
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import jax
@@ -7,16 +9,43 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+# XLA:CPU compiles lagrax's programs in about half the time with its loop
+# emitters instead of its newer fusion emitters, into code that runs as fast
+# (benchmarks/compile_time.py); the CLI compiles with the same option. Compiling
+# is most of this suite's time. Set for the session (the xdist workers and the
+# subprocesses inherit it) before any backend starts, where this XLA has the
+# option: XLA aborts on a flag it does not know, so that is asked of a child
+# process first.
+FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false"
+
+
+def _fast_compile_flags() -> str | None:
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_use_fusion_emitters" in flags:
+        return None  # the user's own choice
+    flags = f"{flags} {FAST_COMPILE}".strip()
+    probe = subprocess.run(
+        [sys.executable, "-c", "import jax; jax.devices()"],
+        env={**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+    )
+    return flags if probe.returncode == 0 else None
+
 
 def pytest_configure(config):
     """One compilation cache for the CLI's runs in this test session, shared by
     the xdist workers (they inherit the environment): the CLI compiles each run
     ahead of time, and the tests run the same configs several times. Never the
-    user's own cache; removed when the session ends."""
+    user's own cache; removed when the session ends. And the fast-compiling XLA
+    option above, set once by the process that starts the workers."""
     if "LAGRAX_CACHE_DIR" not in os.environ:
         path = tempfile.mkdtemp(prefix="lagrax-test-cache-")
         os.environ["LAGRAX_CACHE_DIR"] = path
         config._lagrax_cache_dir = path
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        flags = _fast_compile_flags()
+        if flags is not None:
+            os.environ["XLA_FLAGS"] = flags
 
 
 def pytest_unconfigure(config):

@@ -81,7 +81,9 @@ SHARDED = textwrap.dedent(
 
 
 def test_sharded_over_four_emulated_devices():
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    flags = os.environ.get("XLA_FLAGS", "")  # the session's own flags kept
+    flags = f"{flags} --xla_force_host_platform_device_count=4"
+    env = {**os.environ, "XLA_FLAGS": flags}
     proc = subprocess.run(
         [sys.executable, "-c", SHARDED], env=env, capture_output=True, text=True,
         timeout=600,

@@ -15,6 +15,7 @@ import time
 import tomllib
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -83,6 +84,13 @@ def test_shipped_config_runs(config, tmp_path, capsys):
         assert run["compile_s"] >= 0 and run["steps"] > 0
     assert summary["versions"]["lagrax"]
     assert "->" in capsys.readouterr().out  # the one summary line
+
+
+def test_compile_options_unknown_to_xla_fall_back_to_its_defaults(monkeypatch):
+    lowered = jax.jit(lambda x: 2 * x).lower(1.0)
+    assert float(cli._compile(lowered)(3.0)) == 6.0
+    monkeypatch.setattr(cli, "_FAST_COMPILE_CPU", {"xla_cpu_no_such_option": True})
+    assert float(cli._compile(lowered)(3.0)) == 6.0
 
 
 def test_pendulum_against_minimal_coordinates(tmp_path):

@@ -44,6 +44,11 @@ def test_second_call_does_not_retrace():
     sol = lx.simulate(COUNTED, q1, qd1, params, t1=2.0, ts=2 * ts, rtol=1e-7)
     assert TRACES["lagrangian"] == traced
     assert sol.ts[-1] == 2.0
+    # Parameters as arrays rather than Python floats (weakly typed): the same.
+    arrays = {k: jnp.asarray(v, dtype=float) for k, v in params.items()}
+    again = lx.simulate(COUNTED, q1, qd1, arrays, t1=2.0, ts=2 * ts, rtol=1e-7)
+    assert TRACES["lagrangian"] == traced
+    np.testing.assert_array_equal(again.q, sol.q)
 
 
 def test_default_saves_t0_and_t1():

@@ -325,7 +325,7 @@ def _simulate(model, config, run: _config.Run, quiet: bool, state) -> dict:
     check, carry_on = jnp.asarray(np.finfo(float).eps ** 0.5), jnp.asarray(np.inf)
     state.check()
     compile_time = time.perf_counter()
-    compiled = jax.jit(chunk).lower(first, q, qd, params, check).compile()
+    compiled = _compile(jax.jit(chunk).lower(first, q, qd, params, check))
     compile_time = time.perf_counter() - compile_time
     state.check()
 
@@ -408,6 +408,24 @@ def _failure(run: _config.Run, config: _config.Config, sol, chunk_ts) -> str:
     return f"run {run.label!r} failed {where} ({name}): {fix}"
 
 
+# XLA:CPU's loop emitters compile lagrax's programs 1.6x faster than its default
+# fusion emitters (1.1-1.9x per built-in system), into code that runs as fast
+# (benchmarks/compile_time.py). An XLA without the option compiles with its
+# defaults.
+_FAST_COMPILE_CPU = {"xla_cpu_use_fusion_emitters": False}
+
+
+def _compile(lowered):
+    """`lowered.compile()`, with the faster-compiling options on a CPU."""
+    if jax.default_backend() == "cpu":
+        try:
+            return lowered.compile(_FAST_COMPILE_CPU)
+        except Exception as e:  # jax's runtime error type moved between versions
+            if "compile option" not in str(e):
+                raise
+    return lowered.compile()
+
+
 def _frames(model, data, animation: _config.Animation) -> dict:
     """Mechanism points (and constraint forces) at evenly spaced frames."""
 
@@ -415,7 +433,8 @@ def _frames(model, data, animation: _config.Animation) -> dict:
     idx = idx.astype(int)
     ts, q, lam = data["ts"][idx], data["q"][idx], data["multipliers"][idx]
     params = data["params"]
-    points = jax.vmap(model.points, (0, 0, None))
+    # Jitted: one program per call, not one per operation of the model's points.
+    points = jax.jit(jax.vmap(model.points, (0, 0, None)))
     every = max(1, len(data["ts"]) // 5000)
     trail_ts, trail_q = data["ts"][::every], data["q"][::every]
     frames = {
@@ -425,9 +444,8 @@ def _frames(model, data, animation: _config.Animation) -> dict:
         "trail": np.asarray(points(trail_ts, trail_q, params))[:, -1],
     }
     if animation.forces and model.constraint_forces is not None:
-        where, forces = jax.vmap(model.constraint_forces, (0, 0, 0, None))(
-            ts, q, lam, params
-        )
+        forces_at = jax.jit(jax.vmap(model.constraint_forces, (0, 0, 0, None)))
+        where, forces = forces_at(ts, q, lam, params)
         frames.update(force_points=np.asarray(where), forces=np.asarray(forces))
     return frames
 
