@@ -6,7 +6,7 @@ defaults, and with `xla_cpu_use_fusion_emitters=False` (the option `lagrax run`
 compiles with, and the test suite sets in XLA_FLAGS). Each compile runs in a
 fresh process (a second compile of the same program in one process is faster,
 whatever its options), the two kinds alternating, `--repeats` times each, the
-fastest kept. Then the compiled program is run (fastest of 5), to show that the
+fastest kept. Then the compiled program is run (median of 5), to show that the
 faster-compiling code runs as fast.
 
     python benchmarks/compile_time.py [--systems pendulum double_pendulum] [--grad]
@@ -27,6 +27,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from _timing import timed  # noqa: E402
 
 import lagrax as lx  # noqa: E402
 
@@ -55,16 +56,6 @@ def program(model, grad: bool):
     return jax.jit(fn), params
 
 
-def best(compiled, args, repeats=5):
-    jax.block_until_ready(compiled(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def one(name: str, fast: bool, grad: bool) -> dict:
     fn, params = program(lx.systems.get(name), grad)
     start = time.perf_counter()
@@ -73,7 +64,8 @@ def one(name: str, fast: bool, grad: bool) -> dict:
     start = time.perf_counter()
     compiled = lowered.compile(FAST if fast else None)
     compiling = time.perf_counter() - start
-    return {"lower": lowering, "compile": compiling, "run": best(compiled, (params,))}
+    _, run, _ = timed(lambda: compiled(params), 5)
+    return {"lower": lowering, "compile": compiling, "run": run}
 
 
 def measure(name: str, fast: bool, grad: bool) -> dict:

@@ -49,6 +49,12 @@ def test_second_call_does_not_retrace():
     again = lx.simulate(COUNTED, q1, qd1, arrays, t1=2.0, ts=2 * ts, rtol=1e-7)
     assert TRACES["lagrangian"] == traced
     np.testing.assert_array_equal(again.q, sol.q)
+    for fn in (lx.consistent_state, lx.accelerations):
+        args = (q1, qd1) if fn is lx.consistent_state else (0.0, q1, qd1)
+        first = fn(COUNTED, *args, params)
+        traced = TRACES["lagrangian"]
+        np.testing.assert_array_equal(fn(COUNTED, *args, arrays)[0], first[0])
+        assert TRACES["lagrangian"] == traced, fn.__name__
 
 
 def test_default_saves_t0_and_t1():

@@ -91,7 +91,7 @@ def accelerations(
         saddle_solver = SchurCholesky()
     q, qd = coerce_state(q, qd)
     t = jnp.asarray(t, q.dtype)
-    params = coerce_params(params)
+    params = coerce_params(params, q.dtype)
     return _accelerations(system, stabilization, saddle_solver, t, q, qd, params, throw)
 
 

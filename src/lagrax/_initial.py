@@ -104,7 +104,7 @@ def consistent_state(
     satisfied by changing the free coordinates (under `jax.jit`, a runtime error).
     """
     q, qd = coerce_state(q, qd)
-    params = coerce_params(params)
+    params = coerce_params(params, q.dtype)
     n = q.shape[0]
     free_q = _free_mask("fixed_q", fixed_q, n)
     free_qd = _free_mask("fixed_qd", fixed_qd, n)

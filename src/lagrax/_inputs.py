@@ -21,14 +21,17 @@ def coerce_state(q, qd):
 _NUMERIC = (jax.Array, np.ndarray, np.generic, bool, int, float, complex)
 
 
-def coerce_params(params):
-    """Floats in `params` become (weakly typed) arrays.
+def coerce_params(params, dtype=None):
+    """Floats in `params` become arrays; with `dtype` (the state's), strongly typed.
 
     `equinox.filter_jit` treats Python floats as static, so a new value of a float
-    parameter would otherwise recompile. Python ints and bools stay static: they
-    usually select structure (a number of links, a mode). Any other leaf (a
-    string, a function, an arbitrary object) is refused with a TypeError that
-    names it.
+    parameter would otherwise recompile. A weakly typed float (from a Python
+    float) takes the state's dtype in the equations anyway; but to jit, weak and
+    strong are different types, so `{"m": 1.0}` and `{"m": jnp.asarray(1.0)}`
+    would compile the same function twice: given `dtype`, they become one. Python
+    ints and bools stay static: they usually select structure (a number of links,
+    a mode). Any other leaf (a string, a function, an arbitrary object) is refused
+    with a TypeError that names it.
     """
 
     for path, x in jax.tree_util.tree_flatten_with_path(params)[0]:
@@ -42,7 +45,20 @@ def coerce_params(params):
                 "(eqx.field(static=True))."
             )
 
-    return floats_as_arrays(params)
+    params = floats_as_arrays(params)
+    if dtype is None:
+        return params
+
+    def strong(x):
+        if (
+            isinstance(x, jax.Array)
+            and getattr(x, "weak_type", False)
+            and jnp.issubdtype(x.dtype, jnp.floating)
+        ):
+            return jnp.asarray(x, dtype=dtype)
+        return x
+
+    return jax.tree.map(strong, params)
 
 
 def floats_as_arrays(tree):

@@ -140,7 +140,7 @@ def simulate(
     """
     q0, qd0 = coerce_state(q0, qd0)
     dtype = q0.dtype
-    params = _strong_floats(coerce_params(params), dtype)
+    params = coerce_params(params, dtype)
     check_arguments(
         "simulate", t0=t0, t1=t1, ts=ts, dt0=dt0, max_steps=max_steps,
         **({} if stepsize_controller is not None else dict(rtol=rtol, atol=atol)),
@@ -291,26 +291,6 @@ def _simulate(
     result = RESULTS.where(failed_start, initial_result, result)
     traj = eqx.tree_at(lambda tr: tr.result, traj, result)
     return check_result(traj, traj.result, throw)
-
-
-def _strong_floats(params, dtype):
-    """Weakly typed floats (from Python floats) as arrays of the state's dtype.
-
-    A weakly typed parameter takes the state's dtype in the equations anyway; but
-    to jit, weak and strong are different types, so `{"m": 1.0}` and
-    `{"m": jnp.asarray(1.0)}` would compile the same simulation twice.
-    """
-
-    def strong(x):
-        if (
-            isinstance(x, jax.Array)
-            and getattr(x, "weak_type", False)
-            and jnp.issubdtype(x.dtype, jnp.floating)
-        ):
-            return jnp.asarray(x, dtype=dtype)
-        return x
-
-    return jax.tree.map(strong, params)
 
 
 def _harmless(valid, t0, t1, ts, dt0, tolerances):
