@@ -48,6 +48,31 @@ def pytest_configure(config):
             os.environ["XLA_FLAGS"] = flags
 
 
+# The files that take longest, first: the xdist workers take whole files
+# (`--dist loadfile` in pyproject.toml; a file's tests share compiled programs,
+# which a second worker would compile again, a tenth of the suite's time), in
+# the order given here, so the longest first keeps both busy to the end.
+_LONGEST_FIRST = (
+    "test_examples.py",
+    "test_cli.py",
+    "test_gradients.py",
+    "test_reliability.py",
+    "test_simulate.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        name = item.path.name
+        return (
+            _LONGEST_FIRST.index(name)
+            if name in _LONGEST_FIRST
+            else len(_LONGEST_FIRST)
+        )
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
 def pytest_unconfigure(config):
     path = getattr(config, "_lagrax_cache_dir", None)
     if path is not None:
