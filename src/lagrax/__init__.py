@@ -11,11 +11,6 @@ from ._control import (
     saturate as saturate,
 )
 from ._dynamics import accelerations as accelerations
-from ._fit import (
-    FitResult as FitResult,
-    fit as fit,
-    relative_squared_error as relative_squared_error,
-)
 from ._initial import consistent_state as consistent_state
 from ._mechanics import Mechanics as Mechanics, energy as energy, mechanics as mechanics
 from ._results import RESULTS as RESULTS
@@ -36,6 +31,11 @@ from ._stabilization import (
 from ._system import System as System
 from ._trajectory import Trajectory as Trajectory
 from .bodies import body_torque as body_torque, point_force as point_force
+from .optimize import (
+    FitResult as FitResult,
+    fit as fit,
+    relative_squared_error as relative_squared_error,
+)
 
 
 __version__ = importlib.metadata.version("lagrax")

@@ -7,6 +7,9 @@ failed" that stays a branch under vmap (equinox's `unvmap_any`): nothing runs on
 the host unless something failed.
 """
 
+import contextlib
+import contextvars
+
 import equinox as eqx
 import equinox.internal as eqxi
 import jax
@@ -93,3 +96,24 @@ def _raise(codes):
 def any_failed(result: RESULTS) -> jax.Array:
     """Whether `result` (of any batch shape) holds a failure."""
     return jnp.any(is_failure(result))
+
+
+_NAN_ON_FAILURE = contextvars.ContextVar("lagrax_nan_on_failure", default=False)
+
+
+@contextlib.contextmanager
+def nan_on_failure():
+    """Within: functions whose failure is checked outside any cached compiled
+    program ([`lagrax.consistent_state`][]) return NaN where they failed instead
+    of raising, whatever their `throw`. For optimisers, which must reject a trial
+    point the model cannot be evaluated at, not crash on it. Read at trace time."""
+    token = _NAN_ON_FAILURE.set(True)
+    try:
+        yield
+    finally:
+        _NAN_ON_FAILURE.reset(token)
+
+
+def failures_are_nan() -> bool:
+    """Whether [`nan_on_failure`][] is in effect."""
+    return _NAN_ON_FAILURE.get()

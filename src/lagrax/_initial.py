@@ -11,6 +11,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from ._custom_types import Params, RealScalarLike
+from ._errors import failures_are_nan
 from ._inputs import coerce_params, coerce_state
 from ._mechanics import (
     constraint_jacobian,
@@ -114,6 +115,8 @@ def consistent_state(
         system, q, qd, params, jnp.asarray(t, q.dtype), free_q, free_qd, max_iterations
     )
     failed = (res_q > tol) | (res_qd > tol)
+    if failures_are_nan():
+        return jnp.where(failed, jnp.nan, q), jnp.where(failed, jnp.nan, qd)
     if not throw:
         return q, qd
     message = functools.partial(_raise_unconverged, tol, free_q, free_qd)
