@@ -171,9 +171,10 @@ def fit(
         parameters z by less than `atol + rtol * max|z|` (MINPACK's step test);
         `converged` also needs the gradient test: the Gauss-Newton step from the
         final point (the gradient scaled by the Gauss-Newton matrix) within the
-        same tolerance, or below a hundredth of the standard errors. Keep them looser than the simulation's tolerances (by
-        default 1e-8; tighter through `stepsize_controller=`): the residuals
-        and their Jacobian are no more accurate than the simulation. On the
+        same tolerance, or below a hundredth of the standard errors. Keep them
+        looser than the simulation's tolerances (by default 1e-8; tighter
+        through `stepsize_controller=`): the residuals and their Jacobian are
+        no more accurate than the simulation. On the
         optax path, `rtol` is the relative change of the loss below which three
         consecutive steps stop the run (the gradient test applies to the
         default loss).
