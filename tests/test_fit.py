@@ -118,10 +118,12 @@ def test_trial_points_the_model_cannot_evaluate_are_rejected():
     """The start fixes x0 = 2 and solves y0 on the circle of radius l: no
     consistent state exists for l < 2. From l = 4 the first steps try such
     points; they are rejected (not raised), and the fit reaches l = 2.02. From
-    l = 1.5 nothing can be evaluated: a clear message, no exception."""
-    tried = []
+    l = 1.5 nothing can be evaluated: a clear message, no exception; and that
+    second fit of the same model reuses the first one's compiled solve."""
+    tried, traces = [], [0]
 
     def start(params):
+        traces[0] += 1
         jax.debug.callback(lambda l: tried.append(float(l)), params["l"])
         return lx.consistent_state(
             PENDULUM.system, jnp.array([2.0, -0.1]), jnp.zeros(2), params,
@@ -138,11 +140,13 @@ def test_trial_points_the_model_cannot_evaluate_are_rejected():
     assert result.converged, result.message
     assert float(result.params["l"]) == pytest.approx(2.02, rel=1e-9)
     assert min(tried) < 2.0  # a trial point outside the model's domain was tried
+    traced = traces[0]
     bad = lx.fit(PENDULUM.system, {**true, "l": 1.5}, observe, data, ts=ts,
                  initial_state=start, fit=["l"], progress=False)  # fmt: skip
     assert not bad.converged
     assert "cannot be evaluated at the starting parameters" in bad.message
     assert float(bad.params["l"]) == 1.5
+    assert traces[0] == traced + 1  # traced once to check shapes, not compiled
 
 
 def test_max_steps_is_not_convergence():

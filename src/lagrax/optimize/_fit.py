@@ -136,7 +136,9 @@ def fit(
     [`lagrax.relative_squared_error`][]), minimized by Levenberg-Marquardt
     (optimistix) with the Jacobian by forward mode: few iterations, a real
     convergence test, and standard errors. With `optimizer=` (any optax
-    optimizer) or a custom `loss=`, gradient-based minimization instead.
+    optimizer) or a custom `loss=`, gradient-based minimization instead. The
+    least-squares solve is compiled once per model, observation function and
+    shapes: a second fit with other data or starting values reuses it.
 
     **Arguments:**
 
@@ -203,64 +205,48 @@ def fit(
     if not jax.tree.leaves(fitted):
         raise ValueError("fit: no parameter to fit (`fit` selects no float leaf).")
     fitted_log = eqx.filter(log_mask, fit_mask)  # the structure of `fitted`
-
-    def to_free(p):
-        return jax.tree.map(lambda x, log: jnp.log(x) if log else x, p, fitted_log)
-
-    def from_free(z):
-        values = jax.tree.map(lambda x, log: jnp.exp(x) if log else x, z, fitted_log)
-        return eqx.combine(values, frozen)
-
     least_squares_form = loss is relative_squared_error and optimizer is None
     simulate_kwargs.setdefault("t0", ts[0])
     simulate_kwargs["throw"] = False
-    if sigma is not None:
-        sigma = jax.tree.map(jnp.asarray, sigma)
     # Few unknowns, many residuals: Jacobians by forward mode, unless the user
     # chose an adjoint. The optax path differentiates its loss in reverse mode.
     user_adjoint = simulate_kwargs.pop("adjoint", None)
     forward = user_adjoint if user_adjoint is not None else dfx.ForwardMode()
     jac = "fwd" if isinstance(forward, dfx.ForwardMode) else "bwd"
-
-    def residual_function(adjoint):
-        predict = _predictor(system, observe, initial_state, ts, experiments,
-                             {**simulate_kwargs, "adjoint": adjoint})  # fmt: skip
-
-        def residuals(z, _=None):
-            prediction, ok = predict(from_free(z))
-            r = _residual_vector(prediction, data, sigma)
-            # A point the model cannot be evaluated at: non-finite residuals,
-            # which the solver rejects (never an exception from inside the solve).
-            return jnp.where(ok & jnp.all(jnp.isfinite(r)), r, jnp.nan)
-
-        return predict, residuals
-
-    predict, residuals = residual_function(forward)
-    _check_data(predict, params, data)
-    z0 = _strongly_typed(to_free(fitted))
+    problem = _Problem(
+        system, observe, initial_state, ts, data,
+        None if sigma is None else jax.tree.map(jnp.asarray, sigma),
+        frozen, fitted_log, experiments, {**simulate_kwargs, "adjoint": forward},
+    )  # fmt: skip
+    _check_data(problem, params, data)
+    z0 = _strongly_typed(problem.to_free(fitted))
     start = time.perf_counter()
     at_optimum = None
     if least_squares_form:
         if solver is None:
             solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
         out = least_squares(
-            residuals, solver, z0, max_steps=max_steps, jac=jac, rtol=rtol,
+            problem, solver, z0, max_steps=max_steps, jac=jac, rtol=rtol,
             atol=atol, progress=progress, print_every=print_every,
         )  # fmt: skip
         (z, history, steps, terminated, message), at_optimum = out
         history = np.asarray(history)[: steps + 1]
     else:
-        reverse, _ = residual_function(user_adjoint)  # None: simulate's default
+        # simulate's default adjoint (None) unless the user chose one.
+        reverse = eqx.tree_at(
+            lambda pr: pr.simulate_kwargs,
+            problem,
+            {**simulate_kwargs, "adjoint": user_adjoint},
+        )
         z, history, steps, terminated, message = _minimize(
-            lambda z: _loss(reverse, from_free(z), data, loss),
+            lambda z: _loss(reverse, z, loss),
             z0, optimizer, max_steps, rtol, progress, print_every,
         )  # fmt: skip
     converged = terminated
     stats = {}
     if loss is relative_squared_error:
         if at_optimum is None:
-            jacobian = jax.jacfwd if jac == "fwd" else jax.jacrev
-            at_optimum = jax.jit(lambda z: (residuals(z), jacobian(residuals)(z)))(z)
+            at_optimum = _residuals_and_jacobian(problem, z, jac)
         stats = _statistics(*at_optimum, z, fitted_log, sigma is not None, fitted)
         # Stationarity: the Gauss-Newton step from the last point (the gradient
         # scaled by the inverse Gauss-Newton matrix) is within the tolerance, or
@@ -282,7 +268,7 @@ def fit(
             )
     final = float(history[-1])
     result = FitResult(
-        params=from_free(z),
+        params=problem.from_free(z),
         loss=final,
         loss_history=np.asarray(history),
         steps=int(steps),
@@ -302,42 +288,71 @@ def fit(
     return result
 
 
-def _predictor(system, observe, initial_state, ts, experiments, simulate_kwargs):
-    """params -> (prediction, ok): one experiment, or E of them under vmap."""
+class _Problem(eqx.Module):
+    """What a fit evaluates: free parameters z -> residuals. A pytree (arrays
+    dynamic, functions and settings static), so that a second fit of the same
+    model, observation and shapes reuses the compiled solve."""
 
-    def one(p, q0, qd0):
-        traj = simulate(system, q0, qd0, p, t1=ts[-1], ts=ts, **simulate_kwargs)
-        return observe(traj, p), ~is_failure(traj.result)
+    system: System
+    observe: Callable
+    initial_state: Any
+    ts: Array
+    data: PyTree
+    sigma: PyTree | None
+    frozen: Params
+    fitted_log: PyTree  # bools: which fitted leaves live in log space
+    experiments: int | None
+    simulate_kwargs: dict
 
-    def predict(p):
+    def to_free(self, p):
+        return jax.tree.map(lambda x, log: jnp.log(x) if log else x, p, self.fitted_log)
+
+    def from_free(self, z):
+        values = jax.tree.map(
+            lambda x, log: jnp.exp(x) if log else x, z, self.fitted_log
+        )
+        return eqx.combine(values, self.frozen)
+
+    def _one(self, p, q0, qd0):
+        ts = self.ts
+        traj = simulate(self.system, q0, qd0, p, t1=ts[-1], ts=ts,
+                        **self.simulate_kwargs)  # fmt: skip
+        return self.observe(traj, p), ~is_failure(traj.result)
+
+    def predict(self, p):
+        """(prediction, ok): one experiment, or E of them under vmap."""
         # A start the model cannot reach (consistent_state fails) is NaN, not
         # an exception: the trial point is rejected.
         with nan_on_failure():
-            if callable(initial_state):
-                q0, qd0 = initial_state(p)
+            if callable(self.initial_state):
+                q0, qd0 = self.initial_state(p)
             else:
-                q0, qd0 = initial_state
+                q0, qd0 = self.initial_state
         q0, qd0 = jnp.asarray(q0), jnp.asarray(qd0)
-        if experiments is None:
-            prediction, ok = one(p, q0, qd0)
-            return prediction, ok & jnp.all(jnp.isfinite(q0)) & jnp.all(
-                jnp.isfinite(qd0)
-            )
-        if q0.shape[:1] != (experiments,) or qd0.shape[:1] != (experiments,):
+        start_ok = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
+        e = self.experiments
+        if e is None:
+            prediction, ok = self._one(p, q0, qd0)
+            return prediction, ok & start_ok
+        if q0.shape[:1] != (e,) or qd0.shape[:1] != (e,):
             raise ValueError(
-                f"fit: with experiments={experiments}, initial_state must give q0 and "
-                f"qd0 of shape ({experiments}, n); got {q0.shape} and {qd0.shape}."
+                f"fit: with experiments={e}, initial_state must give q0 and qd0 of "
+                f"shape ({e}, n); got {q0.shape} and {qd0.shape}."
             )
-        prediction, ok = jax.vmap(one, in_axes=(None, 0, 0))(p, q0, qd0)
-        return prediction, jnp.all(ok) & jnp.all(jnp.isfinite(q0)) & jnp.all(
-            jnp.isfinite(qd0)
-        )
+        prediction, ok = jax.vmap(self._one, in_axes=(None, 0, 0))(p, q0, qd0)
+        return prediction, jnp.all(ok) & start_ok
 
-    return predict
+    def residuals(self, z, args=None):
+        del args
+        prediction, ok = self.predict(self.from_free(z))
+        r = _residual_vector(prediction, self.data, self.sigma)
+        # A point the model cannot be evaluated at: non-finite residuals, which
+        # the solver rejects (never an exception from inside the solve).
+        return jnp.where(ok & jnp.all(jnp.isfinite(r)), r, jnp.nan)
 
 
-def _check_data(predict, params, data) -> None:
-    prediction, _ = jax.eval_shape(predict, params)
+def _check_data(problem, params, data) -> None:
+    prediction, _ = jax.eval_shape(problem.predict, params)
     shapes = [x.shape for x in jax.tree.leaves(prediction)]
     data_shapes = [jnp.shape(x) for x in jax.tree.leaves(data)]
     if jax.tree.structure(prediction) != jax.tree.structure(data) or (
@@ -366,10 +381,15 @@ def _residual_vector(prediction, data, sigma) -> Array:
     return jnp.concatenate(leaves)
 
 
-def _loss(predict, params, data, loss):
-    prediction, ok = predict(params)
-    value = loss(prediction, data)
-    return jnp.where(ok, value, jnp.inf)
+def _loss(problem, z, loss):
+    prediction, ok = problem.predict(problem.from_free(z))
+    return jnp.where(ok, loss(prediction, problem.data), jnp.inf)
+
+
+@eqx.filter_jit
+def _residuals_and_jacobian(problem, z, jac):
+    jacobian = jax.jacfwd if jac == "fwd" else jax.jacrev
+    return problem.residuals(z), jacobian(problem.residuals)(z)
 
 
 def _statistics(r, jac_z, z, fitted_log, sigma_given, fitted):

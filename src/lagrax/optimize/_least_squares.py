@@ -11,28 +11,19 @@ import optimistix as optx
 
 
 def least_squares(
-    residuals, solver, y0, *, max_steps, jac, rtol, atol, progress, print_every
+    problem, solver, y0, *, max_steps, jac, rtol, atol, progress, print_every
 ):
-    """Minimize sum(residuals(y)^2) with `solver` from y0.
+    """Minimize sum(problem.residuals(y)^2) with `solver` from y0.
 
     The loop is optimistix's own iteration (init, step, terminate), written out so
     that it also records the loss of the accepted point after every step and
     prints progress. Returns (y, history (max_steps + 1,), steps, terminated,
     message) and (residuals, Jacobian) at y.
     """
-    start = time.perf_counter()
-
-    def report(step, loss):
-        if int(step) % print_every == 0:
-            elapsed = time.perf_counter() - start
-            print(
-                f"fit: step {int(step):4d}  loss {float(loss):.6e}  ({elapsed:.1f} s)",
-                flush=True,
-            )
-
+    _started[0] = time.perf_counter()
     y, history, steps, terminated, code, r, jac = _solve(
-        residuals, solver, y0, max_steps, jac, rtol, atol,
-        report if progress else None,
+        problem, solver, y0, max_steps, jac, rtol, atol,
+        print_every if progress else 0,
     )  # fmt: skip
     code = int(code)
     if bool(terminated):
@@ -51,6 +42,16 @@ def least_squares(
 
 
 _RUNNING, _BAD_START = -1, -2
+_started = [0.0]  # when the running solve began, for the progress lines
+
+
+def _report(step, loss, every) -> None:
+    if int(step) % int(every) == 0:
+        elapsed = time.perf_counter() - _started[0]
+        print(
+            f"fit: step {int(step):4d}  loss {float(loss):.6e}  ({elapsed:.1f} s)",
+            flush=True,
+        )
 
 
 def _result(code: int) -> optx.RESULTS:
@@ -58,13 +59,15 @@ def _result(code: int) -> optx.RESULTS:
 
 
 @eqx.filter_jit
-def _solve(residuals, solver, y0, max_steps, jac, rtol, atol, report):
+def _solve(problem, solver, y0, max_steps, jac, rtol, atol, every):
+    # A module-level function of the problem (a pytree), no closure: a second
+    # fit of the same model and shapes reuses this compiled solve.
     options = {"jac": jac}
-    args = None
+    args = problem
     tags = frozenset()
 
     def fn(y, args):
-        return residuals(y, args), None
+        return args.residuals(y), None
 
     f_struct, aux_struct = jax.eval_shape(lambda: fn(y0, args))
     state = solver.init(fn, y0, args, options, f_struct, aux_struct, tags)
@@ -95,8 +98,8 @@ def _solve(residuals, solver, y0, max_steps, jac, rtol, atol, report):
         code = jnp.where((step == 0) & ~jnp.isfinite(loss), _BAD_START, code)
         history = jnp.where(step == 0, history.at[0].set(loss), history)
         history = history.at[step + 1].set(loss)
-        if report is not None:
-            jax.debug.callback(report, step, loss)
+        if every:
+            jax.debug.callback(_report, step, loss, every)
         dynamic, _ = eqx.partition(state, eqx.is_array)
         return y, step + 1, dynamic, history, terminate, code
 
