@@ -1,5 +1,5 @@
 """An optimistix least-squares solver driven step by step, with a loss history
-and a progress line, in one compiled loop (so it runs under jit and vmap)."""
+and a progress line, in one compiled loop."""
 
 import time
 
@@ -21,7 +21,7 @@ def least_squares(
     message) and (residuals, Jacobian) at y.
     """
     _started[0] = time.perf_counter()
-    y, history, steps, terminated, code, r, jac = _solve(
+    y, history, steps, terminated, code, r, jacobian = _solve(
         problem, solver, y0, max_steps, jac, rtol, atol,
         print_every if progress else 0,
     )  # fmt: skip
@@ -38,7 +38,7 @@ def least_squares(
     else:
         message = f"max_steps = {max_steps} reached"
     out = y, np.asarray(history), int(steps), bool(terminated), message
-    return out, (np.asarray(r), np.asarray(jac))
+    return out, (np.asarray(r), np.asarray(jacobian))
 
 
 _RUNNING, _BAD_START = -1, -2
