@@ -1,6 +1,8 @@
 """lx.fit: parameters recovered from synthetic observations, their standard
 errors against scipy's curve_fit on the closed-form solution."""
 
+import re
+
 import diffrax as dfx
 import jax
 import jax.numpy as jnp
@@ -147,6 +149,22 @@ def test_trial_points_the_model_cannot_evaluate_are_rejected():
     assert "cannot be evaluated at the starting parameters" in bad.message
     assert float(bad.params["l"]) == 1.5
     assert traces[0] == traced + 1  # traced once to check shapes, not compiled
+
+
+def test_a_fit_that_does_not_explain_the_data_says_so():
+    """With the noise level given, residuals far above it are reported (a local
+    minimum, or the wrong model), not passed over; at the true noise level not."""
+    ts = np.linspace(0.0, 6.0, 61)
+    rng = np.random.default_rng(2)
+    data = _closed_form(ts, 1.0, 4.0, 0.3) + 0.02 * rng.normal(size=ts.shape)
+    kw = dict(ts=ts, initial_state=(jnp.ones(1), jnp.zeros(1)), progress=False)
+    observe = lambda traj, p: traj.q[:, 0]  # noqa: E731
+    start = {"k": 3.0, "c": 0.5}
+    right = lx.fit(OSCILLATOR, start, observe, data, sigma=0.02, **kw)
+    assert right.converged and "noise level" not in right.message
+    wrong = lx.fit(OSCILLATOR, start, observe, data, sigma=0.002, **kw)
+    found = re.search(r"residuals are ([\d.]+) times the noise level", wrong.message)
+    assert found and 8 < float(found.group(1)) < 12, wrong.message  # 0.02 / 0.002
 
 
 def test_max_steps_is_not_convergence():

@@ -158,7 +158,9 @@ def fit(
     - `positive`: parameters fitted in log space, so they stay positive.
     - `sigma`: the noise level of each observed quantity (a pytree like `data`,
         of scalars or arrays): residuals in units of sigma, and standard errors
-        from it rather than from the scatter of the residuals.
+        from it rather than from the scatter of the residuals. The message then
+        also says when the residuals stay well above sigma at the optimum (a
+        local minimum, or a model that does not describe the data).
     - `experiments`: the number E of experiments (data sets with their own
         initial states, the parameters shared); default one.
     - `loss`: `loss(prediction, data) -> scalar`, for the optax path; default
@@ -265,6 +267,15 @@ def fit(
                 f"(> atol + rtol |z| = {atol + rtol * z_size:.1e}, and "
                 f"{stats['newton_step_in_stderr']:.1e} standard errors). Raise "
                 "max_steps."
+            )
+        # With the noise level given, the residuals say whether the optimum
+        # explains the data: |r|^2 / dof is about 1 if it does.
+        misfit = np.sqrt(stats["residual_norm"] ** 2 / stats["dof"])
+        if sigma is not None and misfit > 2:
+            message = (
+                f"{message}; but the residuals are {misfit:.3g} times the noise "
+                "level sigma: a local minimum (start closer, or use more data "
+                "near the start) or a model that does not describe the data"
             )
     final = float(history[-1])
     result = FitResult(
@@ -444,6 +455,7 @@ def _statistics(r, jac_z, z, fitted_log, sigma_given, fitted):
     stderr_tree = jax.tree.unflatten(jax.tree.structure(fitted), values)
     return dict(
         residual_norm=norm_r,
+        dof=max(num - p, 1),
         newton_step=newton_step,
         newton_step_in_stderr=in_stderr,
         covariance=covariance,
