@@ -68,11 +68,9 @@ def relative_squared_error(prediction: PyTree, data: PyTree) -> Array:
     and forces in newtons can be fitted together.
     """
 
-    def leaf(p, d):
-        scale = jnp.mean(d**2) + jnp.finfo(jnp.result_type(d)).tiny
-        return jnp.mean((p - d) ** 2) / scale
-
-    return sum(jax.tree.leaves(jax.tree.map(leaf, prediction, data)))
+    # The sum of squares of the residuals `fit` minimizes when no sigma is given:
+    # one definition of the scaling for both.
+    return jnp.sum(_residual_vector(prediction, data, None) ** 2)
 
 
 def _mask(name: str, selection, params) -> PyTree:
@@ -220,7 +218,7 @@ def fit(
         None if sigma is None else jax.tree.map(jnp.asarray, sigma),
         frozen, fitted_log, experiments, {**simulate_kwargs, "adjoint": forward},
     )  # fmt: skip
-    _check_data(problem, params, data)
+    _check_data(problem, params)
     z0 = _strongly_typed(problem.to_free(fitted))
     start = time.perf_counter()
     at_optimum = None
@@ -362,7 +360,8 @@ class _Problem(eqx.Module):
         return jnp.where(ok & jnp.all(jnp.isfinite(r)), r, jnp.nan)
 
 
-def _check_data(problem, params, data) -> None:
+def _check_data(problem, params) -> None:
+    data = problem.data
     prediction, _ = jax.eval_shape(problem.predict, params)
     shapes = [x.shape for x in jax.tree.leaves(prediction)]
     data_shapes = [jnp.shape(x) for x in jax.tree.leaves(data)]
