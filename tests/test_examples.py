@@ -74,6 +74,10 @@ EXAMPLES = sorted(
 
 # What each example must print (with --quick): a line a user would look for.
 EXPECTED = {
+    "chaotic_fit.py": (
+        r"multiple shooting: \d+ steps, [\d.]+ s with compilation, residuals "
+        r"(0\.9|1\.0)\d* sigma; converged"
+    ),
     "pendulum_drift.py": r"lambda\(0\) = 3\.685",
     "fit_parameters.py": r"k +10\.0000 +14\.0000",
     "swing_up.py": r"final angle -?\d+\.\d+ deg",

@@ -68,12 +68,14 @@ def test_mass_from_the_constraint_force_alone():
     assert result.steps < 30  # Levenberg-Marquardt: few iterations
 
 
-@pytest.mark.parametrize("experiments", [None, 3])
-def test_estimates_and_standard_errors_match_curve_fit(experiments):
+@pytest.mark.parametrize("experiments, segments", [(None, None), (3, None), (3, 6)])
+def test_estimates_and_standard_errors_match_curve_fit(experiments, segments):
     """A damped oscillator fitted to noisy positions (one experiment, or three
-    from different starts sharing k and c): the estimates and the standard
-    errors (s^2 (J^T J)^-1, in the physical parameters although k is fitted in
-    log space) equal scipy's curve_fit on the closed-form solution."""
+    from different starts sharing k and c; by single or by multiple shooting):
+    the estimates and the standard errors (s^2 (J^T J)^-1, in the physical
+    parameters although k is fitted in log space) equal scipy's curve_fit on
+    the closed-form solution. Multiple shooting reaches the same optimum, with
+    continuity between its segments held to round-off."""
     true_k, true_c = 4.0, 0.3
     ts = np.linspace(0.0, 6.0, 61)
     x0s = np.array([1.0]) if experiments is None else np.array([1.0, -0.5, 2.0])
@@ -88,10 +90,14 @@ def test_estimates_and_standard_errors_match_curve_fit(experiments):
     result = lx.fit(
         OSCILLATOR, {"k": 3.0, "c": 0.5}, lambda traj, p: traj.q[:, 0], data,
         ts=ts, initial_state=initial, experiments=experiments, positive=["k"],
-        progress=False, rtol=1e-9, atol=1e-9,
+        segments=segments, progress=False, rtol=1e-9, atol=1e-9,
         stepsize_controller=dfx.PIDController(rtol=1e-12, atol=1e-12),
     )  # fmt: skip
     assert result.converged, result.message
+    if segments is None:
+        assert result.max_violation is None
+    else:
+        assert result.max_violation < 1e-9
 
     def model(t, k, c):
         return np.concatenate([_closed_form(t[: ts.size], x0, k, c) for x0 in x0s])
@@ -205,4 +211,23 @@ def test_bad_selections_are_named():
         lx.fit(
             PENDULUM.system, {**PENDULUM.params, "g": -1.0}, observe, None,
             fit=["g"], positive=["g"], **kw,
+        )  # fmt: skip
+
+
+def test_multiple_shooting_input_errors_are_named():
+    ts = jnp.linspace(0.0, 1.0, 5)
+    kw = dict(ts=ts, initial_state=(jnp.ones(1), jnp.zeros(1)), progress=False)
+    observe = lambda traj, p: traj.q[:, 0]  # noqa: E731
+    data = jnp.ones(5)
+    with pytest.raises(ValueError, match=r"segments=5 needs 2 <= segments <= len"):
+        lx.fit(OSCILLATOR, {"k": 1.0, "c": 0.1}, observe, data, segments=5, **kw)
+    with pytest.raises(ValueError, match="cannot be combined with optimizer="):
+        lx.fit(
+            OSCILLATOR, {"k": 1.0, "c": 0.1}, observe, data, segments=2,
+            optimizer=optax.adam(0.1), **kw,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match=r"states_guess must be \(q, qd\), each of "):
+        lx.fit(
+            OSCILLATOR, {"k": 1.0, "c": 0.1}, observe, data, segments=2,
+            states_guess=(jnp.ones((4, 1)), jnp.ones((4, 1))), **kw,
         )  # fmt: skip

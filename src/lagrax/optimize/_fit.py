@@ -24,7 +24,8 @@ from .._results import is_failure
 from .._simulate import simulate
 from .._system import System
 from .._trajectory import Trajectory
-from ._least_squares import least_squares
+from ._least_squares import least_squares, residual_vector as _residual_vector
+from ._shooting import make_shooting, reduced_jacobian, solve
 
 
 class FitResult(eqx.Module):
@@ -47,6 +48,8 @@ class FitResult(eqx.Module):
         `covariance_names`.
     - `covariance_names`: the fitted parameters in the order of the covariance
         rows, e.g. `["k", "u[3]"]`.
+    - `max_violation`: with `segments=`, the largest continuity error between
+        segments at the end (None without).
     """
 
     params: Params
@@ -59,6 +62,7 @@ class FitResult(eqx.Module):
     stderr: PyTree | None = None
     covariance: np.ndarray | None = None
     covariance_names: list[str] | None = None
+    max_violation: float | None = None
 
 
 def relative_squared_error(prediction: PyTree, data: PyTree) -> Array:
@@ -110,6 +114,8 @@ def fit(
     positive: Sequence[str] | PyTree = (),
     sigma: PyTree | None = None,
     experiments: int | None = None,
+    segments: int | None = None,
+    states_guess: tuple[ArrayLike, ArrayLike] | None = None,
     loss: Callable[[PyTree, PyTree], Array] = relative_squared_error,
     optimizer: optax.GradientTransformation | None = None,
     solver: optx.AbstractLeastSquaresSolver | None = None,
@@ -161,6 +167,21 @@ def fit(
         local minimum, or a model that does not describe the data).
     - `experiments`: the number E of experiments (data sets with their own
         initial states, the parameters shared); default one.
+    - `segments`: multiple shooting (Bock 1987): the saved times cut into this
+        many segments, whose start states (the nodes) become unknowns beside the
+        parameters, every segment simulated at once under `vmap`, continuity
+        between them held as equality constraints by a constrained Gauss-Newton
+        method with a line search on an exact penalty. For long or chaotic
+        horizons, where the loss of one simulation over the whole is too
+        nonlinear in the parameters; with `states_guess` (nodes started on the
+        data) the parameters are first fitted with the segments decoupled, then
+        the nodes restart from the guess with continuity imposed. Segments of
+        a few dozen saved times suit most problems (the chaotic double pendulum
+        in examples/chaotic_fit.py: 0.2 s at 100 Hz). Least squares only.
+    - `states_guess`: with `segments`, `(q, qd)` at every time of `ts` (each
+        (T, n), or (E, T, n) with experiments), e.g. measured positions and
+        their finite differences: the nodes start there. Default: a simulation
+        at the starting parameters.
     - `loss`: `loss(prediction, data) -> scalar`, for the optax path; default
         [`lagrax.relative_squared_error`][] (the least-squares form above).
     - `optimizer`: an optax optimizer, to minimize `loss` by its gradient
@@ -222,7 +243,25 @@ def fit(
     z0 = _strongly_typed(problem.to_free(fitted))
     start = time.perf_counter()
     at_optimum = None
-    if least_squares_form:
+    violation = None
+    if segments is not None:
+        if not least_squares_form or solver is not None or jac != "fwd":
+            raise ValueError(
+                "fit: segments= (multiple shooting) has its own constrained "
+                "Gauss-Newton solver with forward-mode Jacobians; it cannot be "
+                "combined with optimizer=, loss=, solver= or a reverse-mode adjoint."
+            )
+        shooting, nodes0 = make_shooting(problem, segments, params, states_guess)
+        z, _, history, steps, terminated, message, violation, arrays = solve(
+            shooting, z0, nodes0, decouple=states_guess is not None,
+            max_steps=max_steps, rtol=rtol, atol=atol,
+            progress=progress, print_every=print_every,
+        )  # fmt: skip
+        r, jac_all, _, con_jac = arrays
+        num_p = jac_all.shape[1] - con_jac.shape[0]
+        at_optimum = (r, reduced_jacobian(jac_all, con_jac, num_p))
+        history = history[: steps + 1]
+    elif least_squares_form:
         if solver is None:
             solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
         out = least_squares(
@@ -287,6 +326,7 @@ def fit(
         stderr=stats.get("stderr"),
         covariance=stats.get("covariance"),
         covariance_names=stats.get("names"),
+        max_violation=violation,
     )
     if progress:
         print(
@@ -328,8 +368,8 @@ class _Problem(eqx.Module):
                         **self.simulate_kwargs)  # fmt: skip
         return self.observe(traj, p), ~is_failure(traj.result)
 
-    def predict(self, p):
-        """(prediction, ok): one experiment, or E of them under vmap."""
+    def start(self, p):
+        """(q0, qd0) at parameters p: (n,), or (E, n) with experiments."""
         # A start the model cannot reach (consistent_state fails) is NaN, not
         # an exception: the trial point is rejected.
         with nan_on_failure():
@@ -338,16 +378,21 @@ class _Problem(eqx.Module):
             else:
                 q0, qd0 = self.initial_state
         q0, qd0 = jnp.asarray(q0), jnp.asarray(qd0)
-        start_ok = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
         e = self.experiments
-        if e is None:
-            prediction, ok = self._one(p, q0, qd0)
-            return prediction, ok & start_ok
-        if q0.shape[:1] != (e,) or qd0.shape[:1] != (e,):
+        if e is not None and (q0.shape[:1] != (e,) or qd0.shape[:1] != (e,)):
             raise ValueError(
                 f"fit: with experiments={e}, initial_state must give q0 and qd0 of "
                 f"shape ({e}, n); got {q0.shape} and {qd0.shape}."
             )
+        return q0, qd0
+
+    def predict(self, p):
+        """(prediction, ok): one experiment, or E of them under vmap."""
+        q0, qd0 = self.start(p)
+        start_ok = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
+        if self.experiments is None:
+            prediction, ok = self._one(p, q0, qd0)
+            return prediction, ok & start_ok
         prediction, ok = jax.vmap(self._one, in_axes=(None, 0, 0))(p, q0, qd0)
         return prediction, jnp.all(ok) & start_ok
 
@@ -374,21 +419,6 @@ def _check_data(problem, params) -> None:
             f"{jax.tree.structure(prediction)} with shapes {shapes}, data is "
             f"{jax.tree.structure(data)} with shapes {data_shapes}."
         )
-
-
-def _residual_vector(prediction, data, sigma) -> Array:
-    def leaf(p, d, s):
-        if s is None:
-            d = jnp.asarray(d)
-            s = jnp.sqrt(d.size * jnp.mean(d**2) + jnp.finfo(d.dtype).tiny)
-        return jnp.ravel((p - d) / s)
-
-    if sigma is None:
-        sigma = jax.tree.map(lambda _: None, data)
-    leaves = jax.tree.leaves(
-        jax.tree.map(leaf, prediction, data, sigma, is_leaf=lambda x: x is None)
-    )
-    return jnp.concatenate(leaves)
 
 
 def _loss(problem, z, loss):

@@ -113,3 +113,22 @@ def _solve(problem, solver, y0, max_steps, jac, rtol, atol, every):
 
 def _max_abs(tree):
     return jnp.max(jnp.stack([jnp.max(jnp.abs(x)) for x in jax.tree.leaves(tree)]))
+
+
+def residual_vector(prediction, data, sigma) -> jax.Array:
+    """(prediction - data) / scale for every leaf, raveled and concatenated; scale
+    is sigma, or where sigma is None the leaf's root mean square times
+    sqrt(size)."""
+
+    def leaf(p, d, s):
+        if s is None:
+            d = jnp.asarray(d)
+            s = jnp.sqrt(d.size * jnp.mean(d**2) + jnp.finfo(d.dtype).tiny)
+        return jnp.ravel((p - d) / s)
+
+    if sigma is None:
+        sigma = jax.tree.map(lambda _: None, data)
+    leaves = jax.tree.leaves(
+        jax.tree.map(leaf, prediction, data, sigma, is_leaf=lambda x: x is None)
+    )
+    return jnp.concatenate(leaves)
