@@ -1,0 +1,313 @@
+"""A primal-dual interior-point method for small dense nonlinear programs,
+
+    min f(x)   s.t.   c(x) = 0,   lower <= x <= upper,
+
+in one `lax.while_loop`: jit-compiled, and `vmap`-able over many problems. The
+method of IPOPT (A. Wachter and L. T. Biegler, "On the implementation of an
+interior-point filter line-search algorithm for large-scale nonlinear
+programming", Math. Program. 106, 2006) with two simplifications suited to the
+dense problems of trajectory optimisation: the line search is on an exact l1
+merit function rather than a filter (Nocedal & Wright 2006, algorithm 19.2),
+and the inertia of the KKT matrix is read from its eigenvalues (dense and small:
+no inertia-revealing sparse factorization needed).
+
+It is the solver of `optimize_controls` (docs/optimisation.md section 3); the
+Hessian of the Lagrangian is exact (the caller's, or `jax.hessian`).
+"""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, PyTree
+
+
+class NLPSolution(eqx.Module):
+    """What [`interior_point`][] found.
+
+    **Fields:**
+
+    - `x`: the solution.
+    - `multipliers`: lambda of the equality constraints (sign: grad f + A^T lambda
+        - z_lower + z_upper = 0).
+    - `z_lower`, `z_upper`: multipliers of the bounds (>= 0).
+    - `objective`: f(x).
+    - `max_violation`: max |c(x)|.
+    - `kkt_error`: the optimality error (scaled dual infeasibility, violation and
+        complementarity, the largest of them).
+    - `iterations`: Newton iterations taken.
+    - `converged`: kkt_error <= tol.
+    - `failed`: the line search or the inertia correction could not go on.
+    """
+
+    x: Array
+    multipliers: Array
+    z_lower: Array
+    z_upper: Array
+    objective: Array
+    max_violation: Array
+    kkt_error: Array
+    iterations: Array
+    converged: Array
+    failed: Array
+
+
+def interior_point(
+    objective: Callable[[Array, PyTree], Array],
+    constraints: Callable[[Array, PyTree], Array],
+    x0: Array,
+    lower: Array,
+    upper: Array,
+    args: PyTree = None,
+    *,
+    hessian: Callable | None = None,
+    tol: float = 1e-8,
+    max_steps: int = 200,
+    progress: Callable | None = None,
+) -> NLPSolution:
+    """Solve min f(x) s.t. c(x) = 0, lower <= x <= upper from x0.
+
+    **Arguments:**
+
+    - `objective`: `f(x, args) -> scalar`.
+    - `constraints`: `c(x, args) -> (m,)` (m may be 0).
+    - `x0`: the start (n,); moved inside the bounds if it is not.
+    - `lower`, `upper`: bounds (n,), `-inf` / `inf` where there are none.
+    - `args`: passed to the functions; a batch of problems is `jax.vmap` over it.
+    - `hessian`: `hessian(x, lam, args) -> (n, n)`, the Hessian of
+        f + lam . c; default by `jax.hessian`.
+    - `tol`: the optimality error at which to stop.
+    - `max_steps`: Newton iterations at most.
+    - `progress`: `progress(iteration, objective, violation, kkt_error, mu)`,
+        called from the compiled loop (`jax.debug.callback`) once per iteration.
+
+    **Returns:**
+
+    An [`NLPSolution`][].
+    """
+    if hessian is None:
+
+        def hessian(x, lam, args):
+            return jax.hessian(
+                lambda x: objective(x, args) + lam @ constraints(x, args)
+            )(x)
+
+    return _solve(
+        objective, constraints, hessian, x0, lower, upper, args, tol, max_steps,
+        progress,
+    )  # fmt: skip
+
+
+# IPOPT's defaults (Wachter & Biegler 2006, table 1 and section 3).
+_MU0, _KAPPA_EPS, _KAPPA_MU, _THETA_MU = 0.1, 10.0, 0.2, 1.5
+_TAU_MIN, _S_MAX, _KAPPA_SIGMA, _PUSH = 0.99, 100.0, 1e10, 1e-2
+_ARMIJO, _MAX_BACKTRACKS = 1e-4, 40
+
+
+@eqx.filter_jit
+def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_steps,
+           progress):  # fmt: skip
+    dtype = jnp.result_type(x0, float)
+    x0, lower, upper = (jnp.asarray(v, dtype) for v in (x0, lower, upper))
+    n = x0.shape[0]
+    has_lo, has_hi = jnp.isfinite(lower), jnp.isfinite(upper)
+    lo, hi = jnp.where(has_lo, lower, 0.0), jnp.where(has_hi, upper, 0.0)
+    # Push the start strictly inside the bounds (IPOPT's bound_push/bound_frac).
+    gap = jnp.where(has_lo & has_hi, hi - lo, jnp.inf)
+    push_lo = jnp.minimum(_PUSH * jnp.maximum(1.0, jnp.abs(lo)), _PUSH * gap)
+    push_hi = jnp.minimum(_PUSH * jnp.maximum(1.0, jnp.abs(hi)), _PUSH * gap)
+    x0 = jnp.where(has_lo, jnp.maximum(x0, lo + push_lo), x0)
+    x0 = jnp.where(has_hi, jnp.minimum(x0, hi - push_hi), x0)
+
+    def f(x):
+        return objective(x, args)
+
+    def c(x):
+        return jnp.asarray(constraints(x, args), dtype).reshape(-1)
+
+    m = jax.eval_shape(c, x0).shape[0]
+
+    def slacks(x):
+        # Distances to the bounds; 1 where there is no bound (masked out).
+        return jnp.where(has_lo, x - lo, 1.0), jnp.where(has_hi, hi - x, 1.0)
+
+    def barrier(x, mu):
+        s_lo, s_hi = slacks(x)
+        logs = jnp.sum(jnp.where(has_lo, jnp.log(s_lo), 0.0)) + jnp.sum(
+            jnp.where(has_hi, jnp.log(s_hi), 0.0)
+        )
+        return f(x) - mu * logs
+
+    def errors(x, lam, z_lo, z_hi, grad, jac, cx, mu):
+        """The optimality error of the barrier problem (mu) and its parts."""
+        s_lo, s_hi = slacks(x)
+        dual = grad + jac.T @ lam - z_lo + z_hi
+        total = jnp.sum(jnp.abs(lam)) + jnp.sum(z_lo) + jnp.sum(z_hi)
+        s_d = jnp.maximum(_S_MAX, total / max(n + m, 1)) / _S_MAX
+        s_c = jnp.maximum(_S_MAX, (jnp.sum(z_lo) + jnp.sum(z_hi)) / max(n, 1)) / _S_MAX
+        compl = jnp.maximum(
+            jnp.max(jnp.where(has_lo, jnp.abs(z_lo * s_lo - mu), 0.0), initial=0.0),
+            jnp.max(jnp.where(has_hi, jnp.abs(z_hi * s_hi - mu), 0.0), initial=0.0),
+        )
+        violation = jnp.max(jnp.abs(cx), initial=0.0)
+        error = jnp.maximum(
+            jnp.max(jnp.abs(dual), initial=0.0) / s_d,
+            jnp.maximum(violation, compl / s_c),
+        )
+        return error, violation
+
+    def fraction_to_boundary(v, dv, tau):
+        # The largest alpha in (0, 1] with v + alpha dv >= (1 - tau) v, v > 0.
+        ratio = jnp.where(dv < 0, -tau * v / jnp.where(dv < 0, dv, -1.0), jnp.inf)
+        return jnp.minimum(1.0, jnp.min(ratio, initial=jnp.inf))
+
+    def kkt_matrix(w, jac, delta_w, delta_c):
+        return jnp.block(
+            [
+                [w + delta_w * jnp.eye(n, dtype=dtype), jac.T],
+                [jac, -delta_c * jnp.eye(m, dtype=dtype)],
+            ]
+        )
+
+    def correct_inertia(w, jac, delta_last, mu):
+        """The smallest regularization delta_w (from IPOPT's sequence) for which
+        the KKT matrix has n positive and m negative eigenvalues: the step is
+        then a descent direction of the merit function."""
+        delta_c = jnp.where(m > 0, 1e-8 * mu**0.25, 0.0)
+
+        def inertia_ok(delta):
+            eig = jnp.linalg.eigvalsh(kkt_matrix(w, jac, delta, delta_c))
+            scale = jnp.max(jnp.abs(eig), initial=1.0)
+            positive = jnp.sum(eig > 1e-14 * scale)
+            negative = jnp.sum(eig < -1e-14 * scale)
+            return (positive == n) & (negative == m)
+
+        def cond(state):
+            delta, ok, tries = state
+            return ~ok & (tries < 60)
+
+        def body(state):
+            delta, _, tries = state
+            delta = jnp.where(
+                delta == 0,
+                jnp.where(delta_last == 0, 1e-4, jnp.maximum(1e-20, delta_last / 3)),
+                delta * jnp.where(delta_last == 0, 100.0, 8.0),
+            )
+            return delta, inertia_ok(delta), tries + 1
+
+        zero = jnp.zeros((), dtype)
+        delta, ok, _ = jax.lax.while_loop(cond, body, (zero, inertia_ok(zero), 0))
+        return delta, delta_c, ok
+
+    def step(state):
+        k, x, lam, z_lo, z_hi, mu, nu, delta_last, *_ = state
+        grad = jax.grad(f)(x)
+        jac = jax.jacfwd(c)(x).reshape(m, n)
+        cx = c(x)
+        # Iteration k starts by testing x_k; the step from a converged point is
+        # computed (inside a compiled loop) but not taken.
+        error, violation = errors(x, lam, z_lo, z_hi, grad, jac, cx, 0.0)
+        done = error <= tol
+        stop = done | (k >= max_steps)
+        if progress is not None:
+            jax.debug.callback(progress, k, f(x), violation, error, mu)
+        # The barrier subproblem solved well enough: a smaller barrier.
+        err_mu, _ = errors(x, lam, z_lo, z_hi, grad, jac, cx, mu)
+        smaller = jnp.maximum(tol / 10, jnp.minimum(_KAPPA_MU * mu, mu**_THETA_MU))
+        mu_new = jnp.where(err_mu <= _KAPPA_EPS * mu, smaller, mu)
+        tau = jnp.maximum(_TAU_MIN, 1 - mu_new)
+        s_lo, s_hi = slacks(x)
+        sigma = jnp.where(has_lo, z_lo / s_lo, 0.0) + jnp.where(
+            has_hi, z_hi / s_hi, 0.0
+        )
+        grad_barrier = (
+            grad
+            - jnp.where(has_lo, mu_new / s_lo, 0.0)
+            + jnp.where(has_hi, mu_new / s_hi, 0.0)
+        )
+        w = hessian(x, lam, args) + jnp.diag(sigma)
+        delta_w, delta_c, inertia = correct_inertia(w, jac, delta_last, mu_new)
+        sol = jnp.linalg.solve(
+            kkt_matrix(w, jac, delta_w, delta_c), -jnp.concatenate([grad_barrier, cx])
+        )
+        dx, lam_new = sol[:n], sol[n:]
+        dz_lo = jnp.where(has_lo, mu_new / s_lo - z_lo - z_lo / s_lo * dx, 0.0)
+        dz_hi = jnp.where(has_hi, mu_new / s_hi - z_hi + z_hi / s_hi * dx, 0.0)
+        alpha_max = jnp.minimum(
+            fraction_to_boundary(s_lo, jnp.where(has_lo, dx, 0.0), tau),
+            fraction_to_boundary(s_hi, jnp.where(has_hi, -dx, 0.0), tau),
+        )
+        alpha_z = jnp.minimum(
+            fraction_to_boundary(jnp.where(has_lo, z_lo, 1.0), dz_lo, tau),
+            fraction_to_boundary(jnp.where(has_hi, z_hi, 1.0), dz_hi, tau),
+        )
+        # Backtracking on the l1 merit phi_mu(x) + nu |c|_1, nu above |lambda|.
+        nu_new = jnp.maximum(nu, jnp.max(jnp.abs(lam_new), initial=0.0) + 1.0)
+        merit = barrier(x, mu_new) + nu_new * jnp.sum(jnp.abs(cx))
+        slope = grad_barrier @ dx - nu_new * jnp.sum(jnp.abs(cx))
+
+        def merit_at(alpha):
+            trial = x + alpha * dx
+            value = barrier(trial, mu_new) + nu_new * jnp.sum(jnp.abs(c(trial)))
+            return jnp.where(jnp.isfinite(value), value, jnp.inf)
+
+        def search_cond(state):
+            alpha, value, tries = state
+            return (value > merit + _ARMIJO * alpha * slope) & (tries < _MAX_BACKTRACKS)
+
+        def search_body(state):
+            alpha, _, tries = state
+            alpha = alpha / 2
+            return alpha, merit_at(alpha), tries + 1
+
+        alpha, value, _ = jax.lax.while_loop(
+            search_cond, search_body, (alpha_max, merit_at(alpha_max), 0)
+        )
+        accepted = value <= merit + _ARMIJO * alpha * slope
+        x_new = x + alpha * dx
+        lam_next = lam + alpha * (lam_new - lam)
+        z_lo_new = z_lo + alpha_z * dz_lo
+        z_hi_new = z_hi + alpha_z * dz_hi
+        # Keep the bound multipliers near mu / slack (IPOPT's kappa_sigma).
+        s_lo, s_hi = slacks(x_new)
+        z_lo_new = jnp.where(
+            has_lo,
+            jnp.clip(
+                z_lo_new, mu_new / (_KAPPA_SIGMA * s_lo), _KAPPA_SIGMA * mu_new / s_lo
+            ),
+            0.0,
+        )
+        z_hi_new = jnp.where(
+            has_hi,
+            jnp.clip(
+                z_hi_new, mu_new / (_KAPPA_SIGMA * s_hi), _KAPPA_SIGMA * mu_new / s_hi
+            ),
+            0.0,
+        )
+        new = (k + 1, x_new, lam_next, z_lo_new, z_hi_new, mu_new, nu_new, delta_w)
+        old = (k, x, lam, z_lo, z_hi, mu, nu, delta_last)
+        failed = ~stop & (~accepted | ~inertia)
+        take = ~stop & ~failed
+        kept = jax.tree.map(lambda a, b: jnp.where(take, a, b), new, old)
+        return (*kept, error, violation, done, stop | failed, failed)
+
+    def cond(state):
+        return ~state[11]  # stopped
+
+    zero = jnp.zeros((), dtype)
+    z0 = (
+        jnp.where(has_lo, 1.0, 0.0).astype(dtype),
+        jnp.where(has_hi, 1.0, 0.0).astype(dtype),
+    )
+    inf = jnp.asarray(jnp.inf, dtype)
+    init = (
+        jnp.array(0), x0, jnp.zeros(m, dtype), *z0, jnp.asarray(_MU0, dtype), zero,
+        zero, inf, inf, jnp.array(False), jnp.array(False), jnp.array(False),
+    )  # fmt: skip
+    # Each iteration first tests its point: the loop ends on the iteration that
+    # finds x converged (or at max_steps, or unable to step), with the error and
+    # violation of the final x.
+    state = jax.lax.while_loop(cond, step, init)
+    k, x, lam, z_lo, z_hi, _, _, _, error, violation, done, _, failed = state
+    return NLPSolution(x, lam, z_lo, z_hi, f(x), violation, error, k, done, failed)

@@ -1,0 +1,107 @@
+"""The interior-point NLP solver under optimize_controls, on problems with
+published or closed-form solutions (Hock & Schittkowski 1981)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lagrax.optimize._interior_point import interior_point
+
+
+def _hs071_objective(v, args):
+    x = v[:4]
+    return x[0] * x[3] * (x[0] + x[1] + x[2]) + x[2]
+
+
+def _hs071_constraints(v, radius2):
+    # x1 x2 x3 x4 >= 25 as x1 x2 x3 x4 - s = 0 with the slack s >= 25.
+    x = v[:4]
+    return jnp.stack([x[0] * x[1] * x[2] * x[3] - v[4], x @ x - radius2])
+
+
+_HS071_BOUNDS = (jnp.array([1.0, 1, 1, 1, 25]), jnp.array([5.0, 5, 5, 5, jnp.inf]))
+_HS071_START = jnp.array([1.0, 5, 5, 1, 25])
+
+
+def test_hs071_reaches_the_published_optimum():
+    """Hock-Schittkowski problem 71 (the IPOPT tutorial problem): f* =
+    17.0140173 at x* = (1, 4.7429994, 3.8211503, 1.3794082); IPOPT takes 8
+    iterations."""
+    sol = interior_point(
+        _hs071_objective, _hs071_constraints, _HS071_START, *_HS071_BOUNDS, 40.0
+    )
+    assert bool(sol.converged) and not bool(sol.failed)
+    assert float(sol.objective) == pytest.approx(17.0140173, abs=1e-7)
+    np.testing.assert_allclose(
+        sol.x[:4], [1.0, 4.7429994, 3.8211503, 1.3794082], atol=1e-6
+    )
+    assert float(sol.max_violation) < 1e-8
+    assert int(sol.iterations) <= 12
+
+
+def test_hs035_convex_qp_with_an_inequality():
+    """HS 35: f* = 1/9 at x* = (4/3, 7/9, 4/9), the inequality active."""
+
+    def objective(v, args):
+        x1, x2, x3 = v[0], v[1], v[2]
+        return (
+            9 - 8 * x1 - 6 * x2 - 4 * x3 + 2 * x1**2 + 2 * x2**2 + x3**2
+            + 2 * x1 * x2 + 2 * x1 * x3
+        )  # fmt: skip
+
+    def constraints(v, args):  # x1 + x2 + 2 x3 + s = 3, s >= 0
+        return jnp.stack([v[0] + v[1] + 2 * v[2] + v[3] - 3])
+
+    sol = interior_point(
+        objective, constraints, jnp.full(4, 0.5), jnp.zeros(4), jnp.full(4, jnp.inf)
+    )
+    assert bool(sol.converged)
+    assert float(sol.objective) == pytest.approx(1 / 9, abs=1e-8)
+    np.testing.assert_allclose(sol.x[:3], [4 / 3, 7 / 9, 4 / 9], atol=1e-6)
+
+
+def test_nonconvex_objective_with_an_active_bound_and_no_constraints():
+    """Rosenbrock with x <= 0.5: the minimum is on the bound, at (0.5, 0.25),
+    f = 0.25. Its Hessian is indefinite on the way (the inertia correction)."""
+
+    def objective(x, args):
+        return (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
+
+    def constraints(x, args):
+        return jnp.zeros(0)
+
+    sol = interior_point(
+        objective, constraints, jnp.array([-1.2, 1.0]),
+        jnp.full(2, -jnp.inf), jnp.array([0.5, jnp.inf]),
+    )  # fmt: skip
+    assert bool(sol.converged)
+    np.testing.assert_allclose(sol.x, [0.5, 0.25], atol=1e-7)
+    assert float(sol.z_upper[0]) > 0  # the bound holds it
+
+
+def test_vmap_over_problems_matches_one_at_a_time():
+    radii = jnp.array([38.0, 40.0, 42.0])
+
+    def solve(radius2):
+        return interior_point(
+            _hs071_objective, _hs071_constraints, _HS071_START, *_HS071_BOUNDS,
+            radius2,
+        )  # fmt: skip
+
+    batch = jax.vmap(solve)(radii)
+    assert bool(jnp.all(batch.converged))
+    for i, radius2 in enumerate(radii):
+        one = solve(radius2)
+        np.testing.assert_allclose(batch.x[i], one.x, atol=1e-9)
+        assert int(batch.iterations[i]) == int(one.iterations)
+
+
+def test_max_steps_is_not_convergence():
+    sol = interior_point(
+        _hs071_objective, _hs071_constraints, _HS071_START, *_HS071_BOUNDS, 40.0,
+        max_steps=3,
+    )  # fmt: skip
+    assert int(sol.iterations) == 3
+    assert not bool(sol.converged) and not bool(sol.failed)
+    assert float(sol.kkt_error) > 1e-8  # of the point returned
