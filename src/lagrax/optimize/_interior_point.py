@@ -5,11 +5,11 @@
 in one `lax.while_loop`: jit-compiled, and `vmap`-able over many problems. The
 method of IPOPT (A. Wachter and L. T. Biegler, "On the implementation of an
 interior-point filter line-search algorithm for large-scale nonlinear
-programming", Math. Program. 106, 2006) with two simplifications suited to the
-dense problems of trajectory optimisation: the line search is on an exact l1
-merit function rather than a filter (Nocedal & Wright 2006, algorithm 19.2),
-and the inertia of the KKT matrix is read from its eigenvalues (dense and small:
-no inertia-revealing sparse factorization needed).
+programming", Math. Program. 106, 2006): its filter line search with one
+second-order correction and its default constants, without the feasibility
+restoration phase (a line search that fails is reported), and with the inertia
+of the KKT matrix read from its eigenvalues (dense and small: no
+inertia-revealing sparse factorization needed).
 
 It is the solver of `optimize_controls` (docs/optimisation.md section 3); the
 Hessian of the Lagrangian is exact (the caller's, or `jax.hessian`).
@@ -79,8 +79,9 @@ def interior_point(
         f + lam . c; default by `jax.hessian`.
     - `tol`: the optimality error at which to stop.
     - `max_steps`: Newton iterations at most.
-    - `progress`: `progress(iteration, objective, violation, kkt_error, mu)`,
-        called from the compiled loop (`jax.debug.callback`) once per iteration.
+    - `progress`: `progress(iteration, objective, violation, kkt_error, mu,
+        alpha, delta_w)` (alpha and delta_w of the step that led there), called
+        from the compiled loop (`jax.debug.callback`) once per iteration.
 
     **Returns:**
 
@@ -102,7 +103,9 @@ def interior_point(
 # IPOPT's defaults (Wachter & Biegler 2006, table 1 and section 3).
 _MU0, _KAPPA_EPS, _KAPPA_MU, _THETA_MU = 0.1, 10.0, 0.2, 1.5
 _TAU_MIN, _S_MAX, _KAPPA_SIGMA, _PUSH = 0.99, 100.0, 1e10, 1e-2
-_ARMIJO, _MAX_BACKTRACKS = 1e-4, 40
+_MAX_BACKTRACKS = 40
+_GAMMA_THETA, _GAMMA_PHI, _ETA_PHI, _S_THETA, _S_PHI = 1e-5, 1e-8, 1e-8, 1.1, 2.3
+_FILTER = 64  # filter entries kept (when full, the newest overwrites the last)
 
 
 @eqx.filter_jit
@@ -201,7 +204,8 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
         return delta, delta_c, ok
 
     def step(state):
-        k, x, lam, z_lo, z_hi, mu, nu, delta_last, *_ = state
+        (k, x, lam, z_lo, z_hi, mu, filters, delta_last, alpha_last, *_) = state
+        filter_theta, filter_phi, filled, theta0 = filters
         grad = jax.grad(f)(x)
         jac = jax.jacfwd(c)(x).reshape(m, n)
         cx = c(x)
@@ -211,7 +215,9 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
         done = error <= tol
         stop = done | (k >= max_steps)
         if progress is not None:
-            jax.debug.callback(progress, k, f(x), violation, error, mu)
+            jax.debug.callback(
+                progress, k, f(x), violation, error, mu, alpha_last, delta_last
+            )
         # The barrier subproblem solved well enough: a smaller barrier.
         err_mu, _ = errors(x, lam, z_lo, z_hi, grad, jac, cx, mu)
         smaller = jnp.maximum(tol / 10, jnp.minimum(_KAPPA_MU * mu, mu**_THETA_MU))
@@ -242,30 +248,85 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
             fraction_to_boundary(jnp.where(has_lo, z_lo, 1.0), dz_lo, tau),
             fraction_to_boundary(jnp.where(has_hi, z_hi, 1.0), dz_hi, tau),
         )
-        # Backtracking on the l1 merit phi_mu(x) + nu |c|_1, nu above |lambda|.
-        nu_new = jnp.maximum(nu, jnp.max(jnp.abs(lam_new), initial=0.0) + 1.0)
-        merit = barrier(x, mu_new) + nu_new * jnp.sum(jnp.abs(cx))
-        slope = grad_barrier @ dx - nu_new * jnp.sum(jnp.abs(cx))
+        # IPOPT's filter line search (Wachter & Biegler 2006, section 2 and
+        # algorithm A): a trial point is accepted if no filter entry dominates it
+        # and it reduces the violation theta = |c|_1 or the barrier function phi
+        # enough; where theta is small and dx a descent direction of phi, phi
+        # must decrease by Armijo instead. One second-order correction when the
+        # first trial is rejected for its violation (against the Maratos effect).
+        theta, phi = jnp.sum(jnp.abs(cx)), barrier(x, mu_new)
+        theta0 = jnp.where(k == 0, theta, theta0)
+        theta_max = 1e4 * jnp.maximum(1.0, theta0)
+        theta_min = 1e-4 * jnp.maximum(1.0, theta0)
+        # A new barrier parameter starts a new filter, holding only theta_max.
+        reset = (mu_new != mu) | (k == 0)
+        empty = jnp.full(_FILTER, jnp.inf, dtype)
+        filter_theta = jnp.where(reset, empty.at[0].set(theta_max), filter_theta)
+        filter_phi = jnp.where(reset, empty.at[0].set(-jnp.inf), filter_phi)
+        filled = jnp.where(reset, 1, filled)
+        slope = grad_barrier @ dx
+        lu = jax.scipy.linalg.lu_factor(kkt_matrix(w, jac, delta_w, delta_c))
 
-        def merit_at(alpha):
-            trial = x + alpha * dx
-            value = barrier(trial, mu_new) + nu_new * jnp.sum(jnp.abs(c(trial)))
-            return jnp.where(jnp.isfinite(value), value, jnp.inf)
+        def test(step, alpha):
+            trial = x + alpha * step
+            theta_t = jnp.sum(jnp.abs(c(trial)))
+            phi_t = barrier(trial, mu_new)
+            finite = jnp.isfinite(theta_t) & jnp.isfinite(phi_t)
+            dominated = jnp.any((theta_t >= filter_theta) & (phi_t >= filter_phi))
+            switching = (
+                (theta <= theta_min)
+                & (slope < 0)
+                & (alpha * (-slope) ** _S_PHI > theta**_S_THETA)
+            )
+            armijo = phi_t <= phi + _ETA_PHI * alpha * slope
+            enough = (theta_t <= (1 - _GAMMA_THETA) * theta) | (
+                phi_t <= phi - _GAMMA_PHI * theta
+            )
+            ok = finite & ~dominated & jnp.where(switching, armijo, enough)
+            return ok, switching & armijo, theta_t
+
+        ok, f_type, theta_t = test(dx, alpha_max)
+        # The second-order correction: the step again, with the constraints
+        # at the trial point in the right-hand side.
+        c_soc = alpha_max * cx + c(x + alpha_max * dx)
+        dx_soc = jax.scipy.linalg.lu_solve(lu, -jnp.concatenate([grad_barrier, c_soc]))[
+            :n
+        ]
+        alpha_soc = jnp.minimum(
+            fraction_to_boundary(s_lo, jnp.where(has_lo, dx_soc, 0.0), tau),
+            fraction_to_boundary(s_hi, jnp.where(has_hi, -dx_soc, 0.0), tau),
+        )
+        try_soc = ~ok & (theta_t >= theta)
+        ok_soc, f_type_soc, _ = test(dx_soc, alpha_soc)
+        use_soc = try_soc & ok_soc
+        ok, f_type = ok | use_soc, jnp.where(use_soc, f_type_soc, f_type)
 
         def search_cond(state):
-            alpha, value, tries = state
-            return (value > merit + _ARMIJO * alpha * slope) & (tries < _MAX_BACKTRACKS)
+            alpha, ok, _, tries = state
+            return ~ok & (tries < _MAX_BACKTRACKS)
 
         def search_body(state):
-            alpha, _, tries = state
+            alpha, _, _, tries = state
             alpha = alpha / 2
-            return alpha, merit_at(alpha), tries + 1
+            ok, f_type, _ = test(dx, alpha)
+            return alpha, ok, f_type, tries + 1
 
-        alpha, value, _ = jax.lax.while_loop(
-            search_cond, search_body, (alpha_max, merit_at(alpha_max), 0)
+        alpha, accepted, f_type, _ = jax.lax.while_loop(
+            search_cond, search_body, (alpha_max, ok, f_type, 0)
         )
-        accepted = value <= merit + _ARMIJO * alpha * slope
-        x_new = x + alpha * dx
+        step_x = jnp.where(use_soc, alpha_soc * dx_soc, alpha * dx)
+        alpha = jnp.where(use_soc, alpha_soc, alpha)
+        # Not an f-type iteration: the filter grows by the current point.
+        grow = accepted & ~f_type
+        slot = jnp.minimum(filled, _FILTER - 1)
+        filter_theta = jnp.where(
+            grow, filter_theta.at[slot].set((1 - _GAMMA_THETA) * theta), filter_theta
+        )
+        filter_phi = jnp.where(
+            grow, filter_phi.at[slot].set(phi - _GAMMA_PHI * theta), filter_phi
+        )
+        filled = jnp.where(grow, jnp.minimum(filled + 1, _FILTER - 1), filled)
+        x_new = x + step_x
         lam_next = lam + alpha * (lam_new - lam)
         z_lo_new = z_lo + alpha_z * dz_lo
         z_hi_new = z_hi + alpha_z * dz_hi
@@ -285,15 +346,17 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
             ),
             0.0,
         )
-        new = (k + 1, x_new, lam_next, z_lo_new, z_hi_new, mu_new, nu_new, delta_w)
-        old = (k, x, lam, z_lo, z_hi, mu, nu, delta_last)
+        filters_new = (filter_theta, filter_phi, filled, theta0)
+        new = (k + 1, x_new, lam_next, z_lo_new, z_hi_new, mu_new, filters_new,
+               delta_w, alpha)  # fmt: skip
+        old = (k, x, lam, z_lo, z_hi, mu, filters, delta_last, alpha_last)
         failed = ~stop & (~accepted | ~inertia)
         take = ~stop & ~failed
         kept = jax.tree.map(lambda a, b: jnp.where(take, a, b), new, old)
         return (*kept, error, violation, done, stop | failed, failed)
 
     def cond(state):
-        return ~state[11]  # stopped
+        return ~state[12]  # stopped
 
     zero = jnp.zeros((), dtype)
     z0 = (
@@ -302,12 +365,14 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
     )
     inf = jnp.asarray(jnp.inf, dtype)
     init = (
-        jnp.array(0), x0, jnp.zeros(m, dtype), *z0, jnp.asarray(_MU0, dtype), zero,
-        zero, inf, inf, jnp.array(False), jnp.array(False), jnp.array(False),
+        jnp.array(0), x0, jnp.zeros(m, dtype), *z0, jnp.asarray(_MU0, dtype),
+        (jnp.full(_FILTER, jnp.inf, dtype).at[0].set(jnp.inf),
+         jnp.full(_FILTER, jnp.inf, dtype).at[0].set(-jnp.inf), jnp.array(1), inf),
+        zero, zero, inf, inf, jnp.array(False), jnp.array(False), jnp.array(False),
     )  # fmt: skip
     # Each iteration first tests its point: the loop ends on the iteration that
     # finds x converged (or at max_steps, or unable to step), with the error and
     # violation of the final x.
     state = jax.lax.while_loop(cond, step, init)
-    k, x, lam, z_lo, z_hi, _, _, _, error, violation, done, _, failed = state
+    k, x, lam, z_lo, z_hi, *_, error, violation, done, _, failed = state
     return NLPSolution(x, lam, z_lo, z_hi, f(x), violation, error, k, done, failed)
