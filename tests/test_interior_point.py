@@ -105,3 +105,27 @@ def test_max_steps_is_not_convergence():
     assert int(sol.iterations) == 3
     assert not bool(sol.converged) and not bool(sol.failed)
     assert float(sol.kkt_error) > 1e-8  # of the point returned
+
+
+def test_dependent_equality_constraints_with_negative_curvature():
+    """The same constraint twice (a rank-deficient Jacobian, as terminal
+    conditions redundant with a constraint manifold give) and an objective with
+    negative curvature along it at the start: the inertia correction must raise
+    delta_w while IPOPT's delta_c keeps the dependent rows' eigenvalues negative.
+    f = d^4 - d^2 with d = x - y on x + y = 1: from d = 0.2 the minimum at
+    d = 1 / sqrt(2)."""
+
+    def objective(x, args):
+        d = x[0] - x[1]
+        return d**4 - d**2
+
+    def constraints(x, args):
+        return jnp.stack([x[0] + x[1] - 1, 2 * x[0] + 2 * x[1] - 2])
+
+    sol = interior_point(
+        objective, constraints, jnp.array([0.6, 0.4]),
+        jnp.full(2, -jnp.inf), jnp.full(2, jnp.inf),
+    )  # fmt: skip
+    assert bool(sol.converged) and not bool(sol.failed)
+    d = 2**-0.5
+    np.testing.assert_allclose(sol.x, [(1 + d) / 2, (1 - d) / 2], atol=1e-7)

@@ -179,11 +179,17 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
         then a descent direction of the merit function."""
         delta_c = jnp.where(m > 0, 1e-8 * mu**0.25, 0.0)
 
+        # Zero, to round-off of the unregularized matrix: a threshold that does
+        # not grow with delta_w (which would hide the -delta_c of dependent
+        # constraints among the zeros).
+        round_off = 1e-14 * (
+            jnp.max(jnp.abs(w), initial=0.0) + jnp.max(jnp.abs(jac), initial=0.0) + 1
+        )
+
         def inertia_ok(delta):
             eig = jnp.linalg.eigvalsh(kkt_matrix(w, jac, delta, delta_c))
-            scale = jnp.max(jnp.abs(eig), initial=1.0)
-            positive = jnp.sum(eig > 1e-14 * scale)
-            negative = jnp.sum(eig < -1e-14 * scale)
+            positive = jnp.sum(eig > round_off)
+            negative = jnp.sum(eig < -round_off)
             return (positive == n) & (negative == m)
 
         def cond(state):
