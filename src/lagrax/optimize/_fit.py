@@ -25,7 +25,7 @@ from .._simulate import simulate
 from .._system import System
 from .._trajectory import Trajectory
 from ._least_squares import least_squares, residual_vector as _residual_vector
-from ._shooting import make_shooting, reduced_jacobian, solve
+from ._shooting import make_shooting, solve
 
 
 class FitResult(eqx.Module):
@@ -252,14 +252,12 @@ def fit(
                 "combined with optimizer=, loss=, solver= or a reverse-mode adjoint."
             )
         shooting, nodes0 = make_shooting(problem, segments, params, states_guess)
-        z, _, history, steps, terminated, message, violation, arrays = solve(
+        out, at_optimum = solve(
             shooting, z0, nodes0, decouple=states_guess is not None,
             max_steps=max_steps, rtol=rtol, atol=atol,
             progress=progress, print_every=print_every,
         )  # fmt: skip
-        r, jac_all, _, con_jac = arrays
-        num_p = jac_all.shape[1] - con_jac.shape[0]
-        at_optimum = (r, reduced_jacobian(jac_all, con_jac, num_p))
+        z, history, steps, terminated, message, violation = out
         history = history[: steps + 1]
     elif least_squares_form:
         if solver is None:

@@ -218,9 +218,10 @@ def solve(
 ):
     """Constrained Gauss-Newton from (z0, nodes0); with `decouple`, first
     Gauss-Newton on the parameters and nodes without continuity, then the nodes
-    back to nodes0 and on with continuity. Returns z, nodes, loss history,
-    steps, whether the step test was met, a message, the violation of continuity,
-    and (r, J, c, C) at the final point."""
+    back to nodes0 and on with continuity. Returns, as `least_squares` does,
+    (z, loss history, steps, whether the step test was met, message) with the
+    violation of continuity added, and the residuals and their Jacobian in the
+    parameters at z (the nodes following them along continuity)."""
     _started[0] = time.perf_counter()
     out = _solve(
         shooting, z0, nodes0, decouple, max_steps, rtol, atol,
@@ -231,7 +232,6 @@ def solve(
     num_p = zf0.shape[0]
     x = np.asarray(x)
     z = unravel(jnp.asarray(x[:num_p]))
-    nodes = x[num_p:].reshape(np.shape(nodes0))
     code = int(code)
     violation = float(np.max(np.abs(np.asarray(c)), initial=0.0))
     if bool(terminated):
@@ -253,17 +253,9 @@ def solve(
         )
     else:
         message = f"max_steps = {max_steps} reached"
-    arrays = tuple(np.asarray(a) for a in (r, jac, c, con_jac))
-    return (
-        z,
-        nodes,
-        np.asarray(history),
-        int(steps),
-        bool(terminated),
-        message,
-        violation,
-        arrays,
-    )
+    jac_z = reduced_jacobian(np.asarray(jac), np.asarray(con_jac), num_p)
+    out = z, np.asarray(history), int(steps), bool(terminated), message, violation
+    return out, (np.asarray(r), jac_z)
 
 
 def _report(step, loss, violation, every) -> None:
