@@ -129,9 +129,8 @@ def plot(ts, data, results, path):
     curves = {}
     for method, result in results.items():
         params = result.params
-        sol = lx.simulate(
-            SYSTEM, *initial_state(params), params, t1=ts[-1], ts=ts, throw=False
-        )
+        # As the measurements were simulated (the same compiled solve).
+        sol = lx.simulate(SYSTEM, *initial_state(params), params, t1=ts[-1], ts=ts)
         curves[method] = np.asarray(sol.q)
     fig = plt.figure(figsize=(12, 7), constrained_layout=True)
     grid = fig.add_gridspec(2, 2)
