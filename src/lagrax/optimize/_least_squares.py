@@ -20,7 +20,7 @@ def least_squares(
     prints progress. Returns (y, history (max_steps + 1,), steps, terminated,
     message) and (residuals, Jacobian) at y.
     """
-    _started[0] = time.perf_counter()
+    started[0] = time.perf_counter()
     y, history, steps, terminated, code, r, jacobian = _solve(
         problem, solver, y0, max_steps, jac, rtol, atol,
         print_every if progress else 0,
@@ -42,14 +42,18 @@ def least_squares(
 
 
 _RUNNING, _BAD_START = -1, -2
-_started = [0.0]  # when the running solve began, for the progress lines
+started = [0.0]  # when the running solve began, for the progress lines
 
 
-def _report(step, loss, every) -> None:
+def report(step, loss, every, *violation) -> None:
+    """The progress line of a fit every `every` steps (from a host callback);
+    with multiple shooting, the continuity violation too."""
     if int(step) % int(every) == 0:
-        elapsed = time.perf_counter() - _started[0]
+        elapsed = time.perf_counter() - started[0]
+        extra = f"  continuity {float(violation[0]):.1e}" if violation else ""
         print(
-            f"fit: step {int(step):4d}  loss {float(loss):.6e}  ({elapsed:.1f} s)",
+            f"fit: step {int(step):4d}  loss {float(loss):.6e}{extra}  "
+            f"({elapsed:.1f} s)",
             flush=True,
         )
 
@@ -99,7 +103,7 @@ def _solve(problem, solver, y0, max_steps, jac, rtol, atol, every):
         history = jnp.where(step == 0, history.at[0].set(loss), history)
         history = history.at[step + 1].set(loss)
         if every:
-            jax.debug.callback(_report, step, loss, every)
+            jax.debug.callback(report, step, loss, every)
         dynamic, _ = eqx.partition(state, eqx.is_array)
         return y, step + 1, dynamic, history, terminate, code
 

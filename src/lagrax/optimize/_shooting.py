@@ -13,6 +13,9 @@ followed by a backtracking line search on the exact l1 merit
 method of Bock (1987) for parameter estimation in ODEs; the point of it is that
 the nodes can start on the data, so that a chaotic or long horizon, where the
 single-shooting residual is too nonlinear in the parameters, still converges.
+Nodes started on the data are first fitted with the segments decoupled (no
+continuity), the parameters with them; then the nodes restart from the data and
+continuity is imposed (docs/optimisation.md, section 2).
 
 Jacobians are per segment, by forward mode in the segment's own unknowns (its
 start state and the parameters), vectorized over segments; the sparse
@@ -37,7 +40,7 @@ from jaxtyping import Array
 from .._results import is_failure
 from .._simulate import simulate
 from .._trajectory import Trajectory
-from ._least_squares import residual_vector
+from ._least_squares import _BAD_START, _RUNNING, report, residual_vector, started
 
 
 _FIELDS = ("q", "qd", "qdd", "multipliers", "phi", "phi_dot", "energy")
@@ -208,9 +211,8 @@ class Shooting(eqx.Module):
         return r, jac, c, con_jac, ok
 
 
-_RUNNING, _BAD_START, _LINE_SEARCH = -1, -2, -3
+_LINE_SEARCH = -3  # beside least_squares' codes
 _DECOUPLED_STEPS = 50  # at most, before continuity is imposed
-_started = [0.0]
 
 
 def solve(
@@ -222,7 +224,7 @@ def solve(
     (z, loss history, steps, whether the step test was met, message) with the
     violation of continuity added, and the residuals and their Jacobian in the
     parameters at z (the nodes following them along continuity)."""
-    _started[0] = time.perf_counter()
+    started[0] = time.perf_counter()
     out = _solve(
         shooting, z0, nodes0, decouple, max_steps, rtol, atol,
         print_every if progress else 0,
@@ -256,16 +258,6 @@ def solve(
     jac_z = reduced_jacobian(np.asarray(jac), np.asarray(con_jac), num_p)
     out = z, np.asarray(history), int(steps), bool(terminated), message, violation
     return out, (np.asarray(r), jac_z)
-
-
-def _report(step, loss, violation, every) -> None:
-    if int(step) % int(every) == 0:
-        elapsed = time.perf_counter() - _started[0]
-        print(
-            f"fit: step {int(step):4d}  loss {float(loss):.6e}  continuity "
-            f"{float(violation):.1e}  ({elapsed:.1f} s)",
-            flush=True,
-        )
 
 
 @eqx.filter_jit
@@ -374,7 +366,7 @@ def _solve(shooting, z0, nodes0, decouple, max_steps, rtol, atol, every):
         history = history.at[step + 1].set(loss)
         if every:
             jax.debug.callback(
-                _report, step, loss, jnp.max(jnp.abs(at_x[2]), initial=zero), every
+                report, step, loss, every, jnp.max(jnp.abs(at_x[2]), initial=zero)
             )
         return (step + 1, coupled, force, x, at_x, dx, alpha, slope, mu, nu, scale,
                 history, terminate, code)  # fmt: skip
