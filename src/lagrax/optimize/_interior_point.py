@@ -372,8 +372,9 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
     inf = jnp.asarray(jnp.inf, dtype)
     init = (
         jnp.array(0), x0, jnp.zeros(m, dtype), *z0, jnp.asarray(_MU0, dtype),
-        (jnp.full(_FILTER, jnp.inf, dtype).at[0].set(jnp.inf),
-         jnp.full(_FILTER, jnp.inf, dtype).at[0].set(-jnp.inf), jnp.array(1), inf),
+        # The filter (set up at k = 0 from the first violation) and theta(x0).
+        (jnp.full(_FILTER, jnp.inf, dtype), jnp.full(_FILTER, jnp.inf, dtype),
+         jnp.array(1), inf),
         zero, zero, inf, inf, jnp.array(False), jnp.array(False), jnp.array(False),
     )  # fmt: skip
     # Each iteration first tests its point: the loop ends on the iteration that
