@@ -129,3 +129,28 @@ def test_dependent_equality_constraints_with_negative_curvature():
     assert bool(sol.converged) and not bool(sol.failed)
     d = 2**-0.5
     np.testing.assert_allclose(sol.x, [(1 + d) / 2, (1 - d) / 2], atol=1e-7)
+
+
+def test_eliminating_constraints_takes_the_same_steps():
+    """HS 71 with the slack first: its defining constraint determines it, so it
+    can be eliminated (condensing). The steps are the same as on the full KKT
+    system: same iterations, same optimum."""
+
+    def objective(v, args):
+        return _hs071_objective(jnp.roll(v, -1), args)
+
+    def constraints(v, radius2):
+        return _hs071_constraints(jnp.roll(v, -1), radius2)
+
+    bounds = tuple(jnp.roll(b, 1) for b in _HS071_BOUNDS)
+    full = interior_point(
+        objective, constraints, jnp.roll(_HS071_START, 1), *bounds, 40.0
+    )
+    condensed = interior_point(
+        objective, constraints, jnp.roll(_HS071_START, 1), *bounds, 40.0, eliminate=1
+    )
+    assert bool(condensed.converged)
+    assert int(condensed.iterations) == int(full.iterations)
+    np.testing.assert_allclose(condensed.x, full.x, atol=1e-9)
+    np.testing.assert_allclose(condensed.multipliers, full.multipliers, atol=1e-7)
+    assert float(condensed.objective) == pytest.approx(17.0140173, abs=1e-7)

@@ -7,6 +7,7 @@ from ._batch import simulate_batch as simulate_batch
 from ._control import (
     AbstractControl as AbstractControl,
     CubicSpline as CubicSpline,
+    PiecewiseConstant as PiecewiseConstant,
     PiecewiseLinear as PiecewiseLinear,
     saturate as saturate,
 )
@@ -34,6 +35,8 @@ from .bodies import body_torque as body_torque, point_force as point_force
 from .optimize import (
     FitResult as FitResult,
     fit as fit,
+    ControlResult as ControlResult,
+    optimize_controls as optimize_controls,
     relative_squared_error as relative_squared_error,
 )
 

@@ -12,6 +12,7 @@ optax can optimize them. Use one inside the `forces` of a system:
 """
 
 import abc
+from typing import ClassVar
 
 import diffrax as dfx
 import equinox as eqx
@@ -31,9 +32,13 @@ class AbstractControl(eqx.Module):
     t1: float
     num_knots: int = eqx.field(static=True)
 
+    _min_knots: ClassVar[int] = 2
+
     def __check_init__(self):
-        if self.num_knots < 2:
-            raise ValueError(f"{type(self).__name__}: num_knots must be >= 2.")
+        if self.num_knots < self._min_knots:
+            raise ValueError(
+                f"{type(self).__name__}: num_knots must be >= {self._min_knots}."
+            )
 
     @property
     def knots(self) -> Float[Array, " num_knots"]:
@@ -68,6 +73,36 @@ class PiecewiseLinear(AbstractControl):
         flat = values.reshape(self.num_knots, -1)
         out = jax.vmap(lambda v: jnp.interp(t, knots, v), in_axes=1)(flat)
         return out.reshape(values.shape[1:])
+
+
+class PiecewiseConstant(AbstractControl):
+    """A zero-order hold: [t0, t1] cut into `num_knots` equal intervals, the
+    value i held on the i-th, [t0 + i h, t0 + (i + 1) h) with h = (t1 - t0) /
+    num_knots (the last one also at t1 and beyond). `knots` are the starts of the
+    intervals. The control of direct multiple shooting, one value per interval
+    (as CasADi's Opti examples write it). Simulate it with
+    `jump_ts=control.boundaries`, so that no step straddles a jump."""
+
+    _min_knots: ClassVar[int] = 1
+
+    @property
+    def knots(self) -> Float[Array, " num_knots"]:
+        """The start of each interval."""
+        return self.boundaries[:-1]
+
+    @property
+    def boundaries(self) -> Float[Array, " num_knots+1"]:
+        """The num_knots + 1 interval boundaries, t0 to t1."""
+        return jnp.linspace(self.t0, self.t1, self.num_knots + 1)
+
+    def _evaluate(self, knots, t, values):
+        # Against the boundaries themselves (not floor((t - t0) / h), which
+        # rounds either way near them): a step that ends just before a boundary
+        # (diffrax's jump_ts) sees the value before it, one that starts there the
+        # value after it.
+        edges = self.boundaries.astype(t.dtype)
+        i = jnp.searchsorted(edges, t, side="right") - 1
+        return values[jnp.clip(i, 0, self.num_knots - 1)]
 
 
 class CubicSpline(AbstractControl):

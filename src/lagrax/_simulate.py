@@ -57,6 +57,7 @@ def simulate(
     stepsize_controller: dfx.AbstractStepSizeController | None = None,
     dt0: RealScalarLike | None = None,
     step_ts: Real[ArrayLike, " K"] | None = None,
+    jump_ts: Real[ArrayLike, " J"] | None = None,
     event: Callable[..., Any] | None = None,
     max_steps: int = 4096,
     adjoint: dfx.AbstractAdjoint | None = None,
@@ -97,6 +98,10 @@ def simulate(
     - `step_ts`: times the solver must step to exactly, e.g. the knots of a
         piecewise-linear control (`control.knots`), where the forces have kinks:
         keeps the accuracy there, for the solution and for its gradient.
+    - `jump_ts`: times where the forces jump, e.g. the boundaries of a
+        [`lagrax.PiecewiseConstant`][] control (`control.boundaries`): steps end
+        just before each and restart just after it, so no step straddles a jump.
+        Adaptive steps only.
     - `event`: `event(t, q, qd, params) -> scalar`: the simulation stops where it
         changes sign, located by Newton's method on the solver's interpolant; the
         last saved time is then the event time (`result` says
@@ -157,6 +162,8 @@ def simulate(
         tolerances = _strong(rtol, dtype), _strong(atol, dtype)
     if step_ts is not None:
         step_ts = _strong(step_ts, dtype)
+    if jump_ts is not None:
+        jump_ts = _strong(jump_ts, dtype)
     if adjoint is None:
         adjoint = dfx.RecursiveCheckpointAdjoint()
     if progress is True:
@@ -171,7 +178,7 @@ def simulate(
     if initial_tol is None:
         initial_tol = float(jnp.finfo(dtype).eps) ** 0.5
     initial = (bool(project_initial), _strong(initial_tol, dtype))
-    steps = (stepsize_controller, tolerances, step_ts, dt0, max_steps)
+    steps = (stepsize_controller, tolerances, (step_ts, jump_ts), dt0, max_steps)
     return _simulate(
         system,
         stabilization,
@@ -209,7 +216,7 @@ def _simulate(
     throw,
     initial,
 ) -> Trajectory:
-    controller, tolerances, step_ts, dt0, max_steps = steps
+    controller, tolerances, (step_ts, jump_ts), dt0, max_steps = steps
     t0, t1 = times
     valid = valid_arguments(t0, t1, ts, dt0, tolerances or ())
     # Invalid (traced) arguments are reported, and replaced by harmless ones so
@@ -224,8 +231,10 @@ def _simulate(
     q0, qd0 = (jnp.where(jnp.isfinite(x), x, 0) for x in (q0, qd0))
     if controller is None:
         controller = dfx.PIDController(rtol=tolerances[0], atol=tolerances[1])
-    if step_ts is not None:
-        controller = dfx.ClipStepSizeController(controller, step_ts=step_ts)
+    if step_ts is not None or jump_ts is not None:
+        controller = dfx.ClipStepSizeController(
+            controller, step_ts=step_ts, jump_ts=jump_ts
+        )
     adaptive = isinstance(controller, dfx.AbstractAdaptiveStepSizeController)
     field = VectorField(system, stabilization, saddle_solver)
     saveat = dfx.SaveAt(t0=True, t1=True) if ts is None else dfx.SaveAt(ts=ts, t1=True)

@@ -3,6 +3,10 @@
 The engine never imports this package; it imports the engine.
 """
 
+from ._control import (
+    ControlResult as ControlResult,
+    optimize_controls as optimize_controls,
+)
 from ._fit import (
     FitResult as FitResult,
     fit as fit,

@@ -62,6 +62,8 @@ def interior_point(
     args: PyTree = None,
     *,
     hessian: Callable | None = None,
+    jacobian: Callable | None = None,
+    eliminate: int = 0,
     tol: float = 1e-8,
     max_steps: int = 200,
     progress: Callable | None = None,
@@ -77,6 +79,14 @@ def interior_point(
     - `args`: passed to the functions; a batch of problems is `jax.vmap` over it.
     - `hessian`: `hessian(x, lam, args) -> (n, n)`, the Hessian of
         f + lam . c; default by `jax.hessian`.
+    - `jacobian`: `jacobian(x, args) -> (m, n)`, the Jacobian of c; default by
+        `jax.jacfwd`.
+    - `eliminate`: e > 0 when the first e constraints determine the first e
+        unknowns (their Jacobian block dc[:e]/dx[:e] is invertible, as the
+        continuity conditions of multiple shooting determine the node states).
+        Each Newton step then eliminates them (condensing, Bock & Plitt 1984) and
+        factorizes a KKT matrix of the other n - e unknowns and m - e constraints
+        only; the step is the same.
     - `tol`: the optimality error at which to stop.
     - `max_steps`: Newton iterations at most.
     - `progress`: `progress(iteration, objective, violation, kkt_error, mu,
@@ -94,9 +104,14 @@ def interior_point(
                 lambda x: objective(x, args) + lam @ constraints(x, args)
             )(x)
 
+    if jacobian is None:
+
+        def jacobian(x, args):
+            return jax.jacfwd(constraints)(x, args)
+
     return _solve(
-        objective, constraints, hessian, x0, lower, upper, args, tol, max_steps,
-        progress,
+        objective, constraints, hessian, jacobian, x0, lower, upper, args, tol,
+        max_steps, progress, eliminate,
     )  # fmt: skip
 
 
@@ -109,8 +124,8 @@ _FILTER = 64  # filter entries kept (when full, the newest overwrites the last)
 
 
 @eqx.filter_jit
-def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_steps,
-           progress):  # fmt: skip
+def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, tol,
+           max_steps, progress, eliminate):  # fmt: skip
     dtype = jnp.result_type(x0, float)
     x0, lower, upper = (jnp.asarray(v, dtype) for v in (x0, lower, upper))
     n = x0.shape[0]
@@ -135,12 +150,12 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
         # Distances to the bounds; 1 where there is no bound (masked out).
         return jnp.where(has_lo, x - lo, 1.0), jnp.where(has_hi, hi - x, 1.0)
 
-    def barrier(x, mu):
+    def barrier_of(x, fx, mu):
         s_lo, s_hi = slacks(x)
         logs = jnp.sum(jnp.where(has_lo, jnp.log(s_lo), 0.0)) + jnp.sum(
             jnp.where(has_hi, jnp.log(s_hi), 0.0)
         )
-        return f(x) - mu * logs
+        return fx - mu * logs
 
     def errors(x, lam, z_lo, z_hi, grad, jac, cx, mu):
         """The optimality error of the barrier problem (mu) and its parts."""
@@ -165,32 +180,51 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
         ratio = jnp.where(dv < 0, -tau * v / jnp.where(dv < 0, dv, -1.0), jnp.inf)
         return jnp.minimum(1.0, jnp.min(ratio, initial=jnp.inf))
 
-    def kkt_matrix(w, jac, delta_w, delta_c):
+    e = eliminate
+    nv, mr = n - e, m - e  # the unknowns and constraints the KKT matrix keeps
+
+    def condense(w, jac):
+        """The Newton system on the n - e unknowns that stay. The first e
+        constraints give the eliminated step as dy = T dv - Jy^-1 c_e; with
+        P = [T; I], the KKT matrix keeps P^T W P and J_rest P, and its inertia
+        is that of the full matrix less (e, e)."""
+        if e == 0:
+            return None, None, w, jnp.eye(n, dtype=dtype), jac
+        lu_y = jax.scipy.linalg.lu_factor(jac[:e, :e])
+        t = -jax.scipy.linalg.lu_solve(lu_y, jac[:e, e:])
+        p = jnp.concatenate([t, jnp.eye(nv, dtype=dtype)])
+        return lu_y, p, p.T @ w @ p, p.T @ p, jac[e:] @ p
+
+    def kkt_matrix(condensed, delta_w, delta_c):
+        _, _, w_r, metric, jac_r = condensed
         return jnp.block(
             [
-                [w + delta_w * jnp.eye(n, dtype=dtype), jac.T],
-                [jac, -delta_c * jnp.eye(m, dtype=dtype)],
+                [w_r + delta_w * metric, jac_r.T],
+                [jac_r, -delta_c * jnp.eye(mr, dtype=dtype)],
             ]
         )
 
-    def correct_inertia(w, jac, delta_last, mu):
+    def correct_inertia(condensed, delta_last, mu):
         """The smallest regularization delta_w (from IPOPT's sequence) for which
         the KKT matrix has n positive and m negative eigenvalues: the step is
         then a descent direction of the merit function."""
-        delta_c = jnp.where(m > 0, 1e-8 * mu**0.25, 0.0)
+        delta_c = jnp.where(mr > 0, 1e-8 * mu**0.25, 0.0)
+        _, _, w_r, _, jac_r = condensed
 
         # Zero, to round-off of the unregularized matrix: a threshold that does
         # not grow with delta_w (which would hide the -delta_c of dependent
         # constraints among the zeros).
         round_off = 1e-14 * (
-            jnp.max(jnp.abs(w), initial=0.0) + jnp.max(jnp.abs(jac), initial=0.0) + 1
+            jnp.max(jnp.abs(w_r), initial=0.0)
+            + jnp.max(jnp.abs(jac_r), initial=0.0)
+            + 1
         )
 
         def inertia_ok(delta):
-            eig = jnp.linalg.eigvalsh(kkt_matrix(w, jac, delta, delta_c))
+            eig = jnp.linalg.eigvalsh(kkt_matrix(condensed, delta, delta_c))
             positive = jnp.sum(eig > round_off)
             negative = jnp.sum(eig < -round_off)
-            return (positive == n) & (negative == m)
+            return (positive == nv) & (negative == mr)
 
         def cond(state):
             delta, ok, tries = state
@@ -209,12 +243,40 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
         delta, ok, _ = jax.lax.while_loop(cond, body, (zero, inertia_ok(zero), 0))
         return delta, delta_c, ok
 
+    def factorize(condensed, w, jac, delta_w, delta_c):
+        """solve(g, c) -> (dx, lam) of [W + delta_w I, J^T; J, -delta_c I]
+        [dx; lam] = -[g; c] (delta_c on the constraints kept), one factorization
+        for the step and its second-order correction."""
+        lu_y, p, *_ = condensed
+        lu = jax.scipy.linalg.lu_factor(kkt_matrix(condensed, delta_w, delta_c))
+
+        def solve(g, cv):
+            if e == 0:
+                sol = jax.scipy.linalg.lu_solve(lu, -jnp.concatenate([g, cv]))
+                return sol[:n], sol[n:]
+            h = w + delta_w * jnp.eye(n, dtype=dtype)
+            p0 = jnp.concatenate(
+                [-jax.scipy.linalg.lu_solve(lu_y, cv[:e]), jnp.zeros(nv, dtype)]
+            )
+            rhs = jnp.concatenate([p.T @ (g + h @ p0), cv[e:] + jac[e:] @ p0])
+            sol = jax.scipy.linalg.lu_solve(lu, -rhs)
+            dx = p @ sol[:nv] + p0
+            lam_rest = sol[nv:]
+            # The eliminated constraints' multipliers, from the stationarity
+            # rows of the eliminated unknowns: Jy^T lam_e = -(H dx + g + ...)_y.
+            lam_e = -jax.scipy.linalg.lu_solve(
+                lu_y, (h @ dx + g)[:e] + jac[e:, :e].T @ lam_rest, trans=1
+            )
+            return dx, jnp.concatenate([lam_e, lam_rest])
+
+        return solve
+
     def step(state):
-        (k, x, lam, z_lo, z_hi, mu, filters, delta_last, alpha_last, *_) = state
+        (k, x, (cx, fx), lam, z_lo, z_hi, mu, filters, delta_last, alpha_last,
+         *_) = state  # fmt: skip
         filter_theta, filter_phi, filled, theta0 = filters
         grad = jax.grad(f)(x)
-        jac = jax.jacfwd(c)(x).reshape(m, n)
-        cx = c(x)
+        jac = jnp.asarray(jacobian(x, args), dtype).reshape(m, n)
         # Iteration k starts by testing x_k; the step from a converged point is
         # computed (inside a compiled loop) but not taken.
         error, violation = errors(x, lam, z_lo, z_hi, grad, jac, cx, 0.0)
@@ -222,7 +284,7 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
         stop = done | (k >= max_steps)
         if progress is not None:
             jax.debug.callback(
-                progress, k, f(x), violation, error, mu, alpha_last, delta_last
+                progress, k, fx, violation, error, mu, alpha_last, delta_last
             )
         # The barrier subproblem solved well enough: a smaller barrier.
         err_mu, _ = errors(x, lam, z_lo, z_hi, grad, jac, cx, mu)
@@ -239,11 +301,10 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
             + jnp.where(has_hi, mu_new / s_hi, 0.0)
         )
         w = hessian(x, lam, args) + jnp.diag(sigma)
-        delta_w, delta_c, inertia = correct_inertia(w, jac, delta_last, mu_new)
-        sol = jnp.linalg.solve(
-            kkt_matrix(w, jac, delta_w, delta_c), -jnp.concatenate([grad_barrier, cx])
-        )
-        dx, lam_new = sol[:n], sol[n:]
+        condensed = condense(w, jac)
+        delta_w, delta_c, inertia = correct_inertia(condensed, delta_last, mu_new)
+        solve = factorize(condensed, w, jac, delta_w, delta_c)
+        dx, lam_new = solve(grad_barrier, cx)
         dz_lo = jnp.where(has_lo, mu_new / s_lo - z_lo - z_lo / s_lo * dx, 0.0)
         dz_hi = jnp.where(has_hi, mu_new / s_hi - z_hi + z_hi / s_hi * dx, 0.0)
         alpha_max = jnp.minimum(
@@ -260,7 +321,7 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
         # enough; where theta is small and dx a descent direction of phi, phi
         # must decrease by Armijo instead. One second-order correction when the
         # first trial is rejected for its violation (against the Maratos effect).
-        theta, phi = jnp.sum(jnp.abs(cx)), barrier(x, mu_new)
+        theta, phi = jnp.sum(jnp.abs(cx)), barrier_of(x, fx, mu_new)
         theta0 = jnp.where(k == 0, theta, theta0)
         theta_max = 1e4 * jnp.maximum(1.0, theta0)
         theta_min = 1e-4 * jnp.maximum(1.0, theta0)
@@ -271,12 +332,10 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
         filter_phi = jnp.where(reset, empty.at[0].set(-jnp.inf), filter_phi)
         filled = jnp.where(reset, 1, filled)
         slope = grad_barrier @ dx
-        lu = jax.scipy.linalg.lu_factor(kkt_matrix(w, jac, delta_w, delta_c))
 
-        def test(step, alpha):
-            trial = x + alpha * step
-            theta_t = jnp.sum(jnp.abs(c(trial)))
-            phi_t = barrier(trial, mu_new)
+        def test(trial, c_t, f_t, alpha):
+            theta_t = jnp.sum(jnp.abs(c_t))
+            phi_t = barrier_of(trial, f_t, mu_new)
             finite = jnp.isfinite(theta_t) & jnp.isfinite(phi_t)
             dominated = jnp.any((theta_t >= filter_theta) & (phi_t >= filter_phi))
             switching = (
@@ -291,37 +350,48 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
             ok = finite & ~dominated & jnp.where(switching, armijo, enough)
             return ok, switching & armijo, theta_t
 
-        ok, f_type, theta_t = test(dx, alpha_max)
-        # The second-order correction: the step again, with the constraints
-        # at the trial point in the right-hand side.
-        c_soc = alpha_max * cx + c(x + alpha_max * dx)
-        dx_soc = jax.scipy.linalg.lu_solve(lu, -jnp.concatenate([grad_barrier, c_soc]))[
-            :n
-        ]
-        alpha_soc = jnp.minimum(
-            fraction_to_boundary(s_lo, jnp.where(has_lo, dx_soc, 0.0), tau),
-            fraction_to_boundary(s_hi, jnp.where(has_hi, -dx_soc, 0.0), tau),
+        # The trials, in one loop so that the constraints (a simulation, for
+        # optimal control) are compiled once: x + alpha_max dx first; if it is
+        # rejected for its violation, one second-order correction (the step
+        # again, with the constraints at the trial point in the right-hand side,
+        # against the Maratos effect); then backtracking on dx.
+        def search_cond(search):
+            return ~search[2] & (search[4] < _MAX_BACKTRACKS + 2)
+
+        def search_body(search):
+            alpha, phase, _, _, tries, step_x, _, _, c_first = search
+            trial = x + step_x
+            c_t, f_t = c(trial), f(trial)
+            ok, f_type, theta_t = test(trial, c_t, f_t, alpha)
+            c_first = jnp.where(phase == 0, c_t, c_first)
+            # What to try next if this one fails.
+            dx_soc, _ = solve(grad_barrier, alpha_max * cx + c_first)
+            alpha_soc = jnp.minimum(
+                fraction_to_boundary(s_lo, jnp.where(has_lo, dx_soc, 0.0), tau),
+                fraction_to_boundary(s_hi, jnp.where(has_hi, -dx_soc, 0.0), tau),
+            )
+            soc_next = (phase == 0) & (theta_t >= theta)
+            back_alpha = jnp.where(phase == 2, alpha / 2, alpha_max / 2)
+            next_alpha = jnp.where(soc_next, alpha_soc, back_alpha)
+            next_step = jnp.where(soc_next, alpha_soc * dx_soc, back_alpha * dx)
+            next_phase = jnp.where(soc_next, 1, 2)
+            return (
+                jnp.where(ok, alpha, next_alpha),
+                jnp.where(ok, phase, next_phase),
+                ok,
+                f_type,
+                tries + 1,
+                jnp.where(ok, step_x, next_step),
+                (c_t, f_t),
+                ok,
+                c_first,
+            )
+
+        first = (alpha_max, jnp.array(0), jnp.array(False), jnp.array(False),
+                 jnp.array(0), alpha_max * dx, (cx, fx), jnp.array(False), cx)  # fmt: skip
+        alpha, _, accepted, f_type, _, step_x, (c_new, f_new), *_ = (
+            jax.lax.while_loop(search_cond, search_body, first)
         )
-        try_soc = ~ok & (theta_t >= theta)
-        ok_soc, f_type_soc, _ = test(dx_soc, alpha_soc)
-        use_soc = try_soc & ok_soc
-        ok, f_type = ok | use_soc, jnp.where(use_soc, f_type_soc, f_type)
-
-        def search_cond(state):
-            alpha, ok, _, tries = state
-            return ~ok & (tries < _MAX_BACKTRACKS)
-
-        def search_body(state):
-            alpha, _, _, tries = state
-            alpha = alpha / 2
-            ok, f_type, _ = test(dx, alpha)
-            return alpha, ok, f_type, tries + 1
-
-        alpha, accepted, f_type, _ = jax.lax.while_loop(
-            search_cond, search_body, (alpha_max, ok, f_type, 0)
-        )
-        step_x = jnp.where(use_soc, alpha_soc * dx_soc, alpha * dx)
-        alpha = jnp.where(use_soc, alpha_soc, alpha)
         # Not an f-type iteration: the filter grows by the current point.
         grow = accepted & ~f_type
         slot = jnp.minimum(filled, _FILTER - 1)
@@ -353,16 +423,16 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
             0.0,
         )
         filters_new = (filter_theta, filter_phi, filled, theta0)
-        new = (k + 1, x_new, lam_next, z_lo_new, z_hi_new, mu_new, filters_new,
-               delta_w, alpha)  # fmt: skip
-        old = (k, x, lam, z_lo, z_hi, mu, filters, delta_last, alpha_last)
+        new = (k + 1, x_new, (c_new, f_new), lam_next, z_lo_new, z_hi_new, mu_new,
+               filters_new, delta_w, alpha)  # fmt: skip
+        old = (k, x, (cx, fx), lam, z_lo, z_hi, mu, filters, delta_last, alpha_last)
         failed = ~stop & (~accepted | ~inertia)
         take = ~stop & ~failed
         kept = jax.tree.map(lambda a, b: jnp.where(take, a, b), new, old)
         return (*kept, error, violation, done, stop | failed, failed)
 
     def cond(state):
-        return ~state[12]  # stopped
+        return ~state[13]  # stopped
 
     zero = jnp.zeros((), dtype)
     z0 = (
@@ -371,7 +441,8 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
     )
     inf = jnp.asarray(jnp.inf, dtype)
     init = (
-        jnp.array(0), x0, jnp.zeros(m, dtype), *z0, jnp.asarray(_MU0, dtype),
+        jnp.array(0), x0, (c(x0), f(x0)), jnp.zeros(m, dtype), *z0,
+        jnp.asarray(_MU0, dtype),
         # The filter (set up at k = 0 from the first violation) and theta(x0).
         (jnp.full(_FILTER, jnp.inf, dtype), jnp.full(_FILTER, jnp.inf, dtype),
          jnp.array(1), inf),
@@ -381,5 +452,5 @@ def _solve(objective, constraints, hessian, x0, lower, upper, args, tol, max_ste
     # finds x converged (or at max_steps, or unable to step), with the error and
     # violation of the final x.
     state = jax.lax.while_loop(cond, step, init)
-    k, x, lam, z_lo, z_hi, *_, error, violation, done, _, failed = state
-    return NLPSolution(x, lam, z_lo, z_hi, f(x), violation, error, k, done, failed)
+    k, x, (_, fx), lam, z_lo, z_hi, *_, error, violation, done, _, failed = state
+    return NLPSolution(x, lam, z_lo, z_hi, fx, violation, error, k, done, failed)
