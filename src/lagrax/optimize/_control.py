@@ -102,7 +102,7 @@ def optimize_controls(
     ts: ArrayLike | None = None,
     tol: float = 1e-8,
     max_steps: int = 200,
-    progress: bool = False,
+    progress: bool | Callable = False,
 ) -> ControlResult:
     """Optimal controls by direct multiple shooting and an interior-point method.
 
@@ -147,7 +147,10 @@ def optimize_controls(
         so the nodes end up on the constraint manifold).
     - `ts`: where `trajectory` is saved.
     - `tol`: the KKT error at which to stop; `max_steps`: iterations at most.
-    - `progress`: print a line per iteration (cost, violation, KKT error).
+    - `progress`: `True` to print a line per iteration (cost, violation, KKT
+        error, barrier parameter, step length, regularization); or a function
+        called with those (iteration, cost, violation, kkt_error, mu, alpha,
+        delta_w) from the compiled loop, e.g. to record the convergence.
 
     Runs under `jax.jit` and `jax.vmap` (e.g. over a batch of `params`: one
     call solves many problems).
@@ -162,12 +165,14 @@ def optimize_controls(
         bounds, steps_per_segment, solver, stabilization, saddle_solver,
     )  # fmt: skip
     x0 = problem.guess(params, states_guess)
-    lower, upper = problem.bounds_of()
     sol = interior_point(
-        problem.objective, problem.constraints, x0, lower, upper, params,
+        problem.objective, problem.constraints, x0, problem.lower, problem.upper,
+        params,
         hessian=problem.hessian, jacobian=problem.jacobian,
         eliminate=problem.num_nodes, tol=tol, max_steps=max_steps,
-        progress=_print_progress if progress else None,
+        progress=(
+            progress if callable(progress) else _print_progress if progress else None
+        ),
     )  # fmt: skip
     p_opt = problem.with_controls(params, problem.controls_of(sol.x))
     nodes = problem.node_trajectory(sol.x, params)
@@ -248,10 +253,19 @@ def _transcribe(system, params, keys, q0, qd0, t0, t1, segments, cost, terminal,
     boundaries = jnp.linspace(t0, t1, int(segments) + 1, dtype=dtype)
     edges = np.linspace(float(t0), float(t1), int(segments) + 1)
     windows = _control_windows(system, params, keys, edges, q0.size)
+    shapes = tuple(jnp.shape(params[k]) for k in keys)
+    lower, upper = _bound_arrays(
+        keys,
+        shapes,
+        bounds or {},
+        dtype,
+        int(segments) * 2 * q0.size,
+        int(segments) * _num_path(path, boundaries, q0, qd0, params),
+    )
     return _Transcription(
         system=system,
         keys=keys,
-        shapes=tuple(jnp.shape(params[k]) for k in keys),
+        shapes=shapes,
         windows=windows,
         q0=q0,
         qd0=qd0,
@@ -259,7 +273,8 @@ def _transcribe(system, params, keys, q0, qd0, t0, t1, segments, cost, terminal,
         cost=cost,
         terminal=terminal,
         path=path,
-        bounds=dict(bounds or {}),
+        lower=lower,
+        upper=upper,
         steps=int(steps),
         solver=dfx.Tsit5() if solver is None else solver,
         stabilization=(
@@ -268,6 +283,25 @@ def _transcribe(system, params, keys, q0, qd0, t0, t1, segments, cost, terminal,
         saddle_solver=SchurCholesky() if saddle_solver is None else saddle_solver,
         num_path=_num_path(path, boundaries, q0, qd0, params),
     )
+
+
+def _bound_arrays(keys, shapes, bounds, dtype, num_nodes, num_slacks):
+    """lower, upper over the unknowns (nodes, controls, slacks >= 0)."""
+    lower = [jnp.full(num_nodes, -jnp.inf, dtype)]
+    upper = [jnp.full(num_nodes, jnp.inf, dtype)]
+    for key, shape in zip(keys, shapes):
+        try:
+            lo, hi = bounds.get(key, (-jnp.inf, jnp.inf))
+            lower.append(jnp.broadcast_to(jnp.asarray(lo, dtype), shape).ravel())
+            upper.append(jnp.broadcast_to(jnp.asarray(hi, dtype), shape).ravel())
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"optimize_controls: bounds[{key!r}] must be (lo, hi), scalars or "
+                f"arrays that broadcast to params[{key!r}].shape = {shape}."
+            ) from error
+    lower.append(jnp.zeros(num_slacks, dtype))
+    upper.append(jnp.full(num_slacks, jnp.inf, dtype))
+    return jnp.concatenate(lower), jnp.concatenate(upper)
 
 
 def _num_path(path, boundaries, q0, qd0, params):
@@ -312,9 +346,7 @@ def _control_windows(system, params, keys, boundaries, n):
             if system.constraints is not None:
                 out.append(jnp.reshape(system.constraints(t, q, p), (-1,)))
             if system.velocity_constraints is not None:
-                out.append(
-                    jnp.reshape(system.velocity_constraints(t, q, qd, p), (-1,))
-                )
+                out.append(jnp.reshape(system.velocity_constraints(t, q, qd, p), (-1,)))
             return jnp.concatenate(out)
 
         u = {key: probe[key] for key in keys}
@@ -391,7 +423,8 @@ class _Transcription(eqx.Module):
     cost: Callable | None = eqx.field(static=True)
     terminal: Callable | None = eqx.field(static=True)
     path: Callable | None = eqx.field(static=True)
-    bounds: dict
+    lower: Array
+    upper: Array
     steps: int = eqx.field(static=True)
     solver: dfx.AbstractSolver
     stabilization: AbstractStabilization
@@ -437,8 +470,9 @@ class _Transcription(eqx.Module):
     def controls_of(self, x):
         return {
             key: x[o : o + size].reshape(shape)
-            for key, o, size, shape in zip(self.keys, self.offsets, self.sizes,
-                                           self.shapes)  # fmt: skip
+            for key, o, size, shape in zip(
+                self.keys, self.offsets, self.sizes, self.shapes
+            )  # fmt: skip
         }
 
     def slacks_of(self, x):
@@ -446,20 +480,6 @@ class _Transcription(eqx.Module):
 
     def with_controls(self, params, u):
         return {**params, **u}
-
-    def bounds_of(self):
-        lower = jnp.full(self.size, -jnp.inf, self.q0.dtype)
-        upper = jnp.full(self.size, jnp.inf, self.q0.dtype)
-        for key, o, size, shape in zip(self.keys, self.offsets, self.sizes, self.shapes):
-            if key in self.bounds:
-                lo, hi = self.bounds[key]
-                lo = jnp.broadcast_to(jnp.asarray(lo, lower.dtype), shape).ravel()
-                hi = jnp.broadcast_to(jnp.asarray(hi, upper.dtype), shape).ravel()
-                lower = lower.at[o : o + size].set(lo)
-                upper = upper.at[o : o + size].set(hi)
-        if self.num_slacks:
-            lower = lower.at[self.size - self.num_slacks :].set(0.0)
-        return lower, upper
 
     # --- segments ---------------------------------------------------------------
     def _local(self, u, k):
@@ -534,9 +554,9 @@ class _Transcription(eqx.Module):
                 jnp.reshape(self.terminal(nodes[-1, :n], nodes[-1, n:], p), (-1,))
             )
         if self.path is not None:
-            g = jax.vmap(lambda t, s: jnp.reshape(self.path(t, s[:n], s[n:], p), (-1,)))(
-                self.boundaries[1:], nodes[1:]
-            )
+            g = jax.vmap(
+                lambda t, s: jnp.reshape(self.path(t, s[:n], s[n:], p), (-1,))
+            )(self.boundaries[1:], nodes[1:])
             out.append((g + self.slacks_of(x)).ravel())
         if not out:
             return jnp.zeros((0,), x.dtype)
@@ -589,9 +609,7 @@ class _Transcription(eqx.Module):
         variables = self._segment_variables()
         rows = np.arange(kk)[:, None] * two_n + np.arange(two_n)
         jac = jnp.zeros((self.num_nodes, self.size), x.dtype)
-        jac = jac.at[rows[:, :, None], variables[:, None, :]].add(
-            -blocks, mode="drop"
-        )
+        jac = jac.at[rows[:, :, None], variables[:, None, :]].add(-blocks, mode="drop")
         jac = jac.at[np.arange(self.num_nodes), np.arange(self.num_nodes)].add(1.0)
         others = jax.jacfwd(self._others)(x, params).reshape(-1, self.size)
         return jnp.concatenate([jac, others])
@@ -620,7 +638,6 @@ class _Transcription(eqx.Module):
     def guess(self, params, states_guess):
         n, kk = self.n, self.segments
         u = {key: jnp.asarray(params[key], self.q0.dtype) for key in self.keys}
-        lower, upper = self.bounds_of()
         x_u = jnp.concatenate([u[key].ravel() for key in self.keys])
         if states_guess is None:
             p = self.with_controls(params, u)
@@ -648,5 +665,4 @@ class _Transcription(eqx.Module):
         if self.num_slacks:
             g = self._others(x, params)[-self.num_slacks :]
             x = x.at[self.size - self.num_slacks :].set(jnp.maximum(-g, 0.0))
-        del lower, upper
         return x

@@ -389,8 +389,8 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
 
         first = (alpha_max, jnp.array(0), jnp.array(False), jnp.array(False),
                  jnp.array(0), alpha_max * dx, (cx, fx), jnp.array(False), cx)  # fmt: skip
-        alpha, _, accepted, f_type, _, step_x, (c_new, f_new), *_ = (
-            jax.lax.while_loop(search_cond, search_body, first)
+        alpha, _, accepted, f_type, _, step_x, (c_new, f_new), *_ = jax.lax.while_loop(
+            search_cond, search_body, first
         )
         # Not an f-type iteration: the filter grows by the current point.
         grow = accepted & ~f_type

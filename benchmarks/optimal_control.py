@@ -1,0 +1,199 @@
+"""The cart-pole swing-up, lagrax beside CasADi Opti + IPOPT, in one process.
+
+The problem of examples/swing_up.py (and issue 14): cart 1 kg, pole a point mass
+0.1 kg at 0.5 m, |u| <= 10 N, T = 2 s, from hanging at rest to upright at rest,
+minimising h sum u_k^2 over 50 piecewise-constant intervals.
+
+- lagrax: `lx.optimize_controls(..., segments=50)`, the model in Cartesian
+  coordinates with the rod constraint, each segment 2 fixed Tsit5 steps, IPOPT's
+  interior-point method in JAX (examples/swing_up.py `solve`);
+- CasADi Opti + IPOPT as a user would write it: the cart-pole in (x, theta)
+  (minimal coordinates, the textbook equations), direct multiple shooting with
+  RK4 and 4 substeps per interval, nodes started on the same straight line in
+  theta, u = 0, IPOPT with the exact Hessian (CasADi's default) and tol 1e-8.
+
+Both controls are then simulated by scipy (DOP853, rtol = atol = 1e-12) in the
+minimal-coordinate model: the terminal error there is an independent check of
+each. Reports iterations, warm and first-call time, the cost, the ratio of the
+warm times, and a batch of 64 swing-ups with pole masses 0.05 to 0.2 kg in one
+`jax.vmap` call against 64 times one.
+
+    python benchmarks/optimal_control.py [--batch 64]
+
+Needs `pip install -e ".[bench]"` (casadi).
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+from scipy.integrate import solve_ivp
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import swing_up as problem  # noqa: E402
+
+
+jax.config.update("jax_enable_x64", True)
+P = problem.PARAMS
+T, K, U_MAX = problem.T, problem.K, problem.U_MAX
+
+
+def minimal_rhs(state, u, p=P):
+    """(x, theta, xd, thetad)' for the cart-pole, theta from hanging."""
+    x, th, xd, thd = state
+    m, big_m, l, g = p["m"], p["M"], p["l"], p["g"]
+    s, c = np.sin(th), np.cos(th)
+    mass = np.array([[big_m + m, m * l * c], [m * l * c, m * l**2]])
+    rhs = np.array([u + m * l * s * thd**2, -m * g * l * s])
+    return np.concatenate([[xd, thd], np.linalg.solve(mass, rhs)])
+
+
+def terminal_check(u):
+    """The controls simulated in minimal coordinates by scipy: the terminal
+    angle error [deg] and the largest terminal speed (x', theta')."""
+    state = np.zeros(4)
+    edges = np.linspace(0.0, T, K + 1)
+    for k in range(K):
+        sol = solve_ivp(lambda t, y: minimal_rhs(y, u[k]), (edges[k], edges[k + 1]),
+                        state, method="DOP853", rtol=1e-12, atol=1e-12)  # fmt: skip
+        state = sol.y[:, -1]
+    return abs(np.degrees(state[1]) - 180.0), max(abs(state[2]), abs(state[3]))
+
+
+def lagrax_swing_up():
+    start = time.perf_counter()
+    result = jax.block_until_ready(problem.solve())
+    first = time.perf_counter() - start
+    warm = []
+    for _ in range(3):
+        start = time.perf_counter()
+        result = jax.block_until_ready(problem.solve())
+        warm.append(time.perf_counter() - start)
+    return dict(
+        iterations=int(result.iterations), first=first, warm=min(warm),
+        cost=float(result.cost), violation=float(result.max_violation),
+        u=np.asarray(result.params["u"]), converged=bool(result.converged),
+    )  # fmt: skip
+
+
+def casadi_swing_up(substeps=4):
+    import casadi as ca
+
+    m, big_m, l, g = P["m"], P["M"], P["l"], P["g"]
+    start = time.perf_counter()
+    state, u = ca.SX.sym("x", 4), ca.SX.sym("u")
+    th, thd = state[1], state[3]
+    mass = ca.vertcat(
+        ca.horzcat(big_m + m, m * l * ca.cos(th)),
+        ca.horzcat(m * l * ca.cos(th), m * l**2),
+    )
+    rhs = ca.vertcat(u + m * l * ca.sin(th) * thd**2, -m * g * l * ca.sin(th))
+    f = ca.Function("f", [state, u], [ca.vertcat(state[2], thd, ca.solve(mass, rhs))])
+    h = T / K / substeps
+    end = state
+    for _ in range(substeps):
+        k1 = f(end, u)
+        k2 = f(end + h / 2 * k1, u)
+        k3 = f(end + h / 2 * k2, u)
+        k4 = f(end + h * k3, u)
+        end = end + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    step = ca.Function("step", [state, u], [end])
+
+    opti = ca.Opti()
+    nodes = opti.variable(4, K + 1)
+    controls = opti.variable(K)
+    opti.minimize(T / K * ca.sumsqr(controls))
+    opti.subject_to(nodes[:, 0] == 0)
+    for k in range(K):
+        opti.subject_to(nodes[:, k + 1] == step(nodes[:, k], controls[k]))
+    opti.subject_to(nodes[1, K] == np.pi)
+    opti.subject_to(nodes[2, K] == 0)
+    opti.subject_to(nodes[3, K] == 0)
+    opti.subject_to(opti.bounded(-U_MAX, controls, U_MAX))
+    theta = np.linspace(0.0, np.pi, K + 1)
+    rate = np.full(K + 1, np.pi / T)
+    rate[[0, -1]] = 0.0
+    opti.set_initial(nodes, np.stack([0 * theta, theta, 0 * theta, rate]))
+    opti.set_initial(controls, 0.0)
+    opti.solver("ipopt", {"print_time": False}, {"print_level": 0, "tol": 1e-8})
+    sol = opti.solve()
+    first = time.perf_counter() - start
+    warm = []
+    for _ in range(3):
+        start = time.perf_counter()
+        sol = opti.solve()
+        warm.append(time.perf_counter() - start)
+    stats = opti.stats()
+    return dict(
+        iterations=stats["iter_count"], first=first, warm=min(warm),
+        cost=float(sol.value(T / K * ca.sumsqr(controls))),
+        violation=float(stats["iterations"]["inf_pr"][-1]),
+        u=np.asarray(sol.value(controls)), converged=stats["success"],
+    )  # fmt: skip
+
+
+def batch(size):
+    """`size` swing-ups (pole masses 0.05 to 0.2 kg) in one vmapped call,
+    against one of them: warm times and how many converged."""
+    masses = jax.numpy.linspace(0.05, 0.2, size)
+
+    @jax.jit
+    def many(masses):
+        return jax.vmap(lambda m: problem.solve({**P, "m": m}))(masses)
+
+    one = jax.jit(lambda m: problem.solve({**P, "m": m}))
+    jax.block_until_ready(many(masses))
+    jax.block_until_ready(one(masses[0]))
+    start = time.perf_counter()
+    results = jax.block_until_ready(many(masses))
+    t_many = time.perf_counter() - start
+    t_one = []
+    for m in masses[:: max(1, size // 8)]:
+        start = time.perf_counter()
+        jax.block_until_ready(one(m))
+        t_one.append(time.perf_counter() - start)
+    return dict(
+        many=t_many, one=float(np.mean(t_one)),
+        converged=int(np.sum(results.converged)),
+        iterations=np.asarray(results.iterations),
+        violation=float(np.max(results.max_violation)),
+    )  # fmt: skip
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=64, help="0 to skip the batch")
+    args = parser.parse_args(argv)
+    ours = lagrax_swing_up()
+    peer = casadi_swing_up()
+    print("cart-pole swing-up, 50 intervals, |u| <= 10 N, T = 2 s")
+    print(f"{'':16s} {'iter':>5s} {'warm s':>8s} {'first s':>8s} {'cost':>9s} "
+          f"{'violation':>10s} {'end angle err':>14s} {'end speed':>10s}")  # fmt: skip
+    for name, out in (("lagrax", ours), ("CasADi + IPOPT", peer)):
+        angle, speed = terminal_check(out["u"])
+        print(
+            f"{name:16s} {out['iterations']:5d} {out['warm']:8.3f} "
+            f"{out['first']:8.2f} {out['cost']:9.4f} {out['violation']:10.1e} "
+            f"{angle:11.2e} deg {speed:10.1e}"
+            + ("" if out["converged"] else "  NOT converged")
+        )
+    print("(end errors: each control simulated by scipy DOP853 at 1e-12 in (x, theta))")
+    print(f"warm time lagrax / CasADi + IPOPT: {ours['warm'] / peer['warm']:.2f}; "
+          f"iterations {ours['iterations'] / peer['iterations']:.2f}x")  # fmt: skip
+    if args.batch:
+        out = batch(args.batch)
+        print(
+            f"batch of {args.batch} (pole mass 0.05-0.2 kg) in one vmapped call: "
+            f"{out['many']:.2f} s = {out['many'] / out['one']:.1f} x one "
+            f"({out['one']:.3f} s); {out['converged']}/{args.batch} converged, "
+            f"iterations {out['iterations'].min()}-{out['iterations'].max()}, "
+            f"max violation {out['violation']:.1e}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""optimize_controls against closed-form and scipy answers.
+
+A point mass on a rail (two coordinates, the rail a constraint) pushed by a
+piecewise-constant force from rest at 0 to rest at 1: the integration over each
+interval is exact (the motion is quadratic in time), so the transcription's
+optimum is the least-norm solution of two linear equations in the force values,
+and with bounds or a speed limit the solution of a small convex QP, which scipy
+computes independently. The cart-pole swing-up is examples/swing_up.py (run by
+test_examples) and benchmarks/optimal_control.py (beside CasADi + IPOPT).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+import lagrax as lx
+
+
+T, K = 2.0, 8
+H = T / K
+CONTROL = lx.PiecewiseConstant(0.0, T, num_knots=K)
+PARAMS = {"mass": 2.0, "u": jnp.zeros(K), "goal": 1.0}
+
+
+def lagrangian(t, q, qd, p):
+    return 0.5 * p["mass"] * qd @ qd
+
+
+def rail(t, q, p):
+    # A rail along (2, 1) through the origin: x - 2 y = 0.
+    return jnp.stack([q[0] - 2 * q[1]])
+
+
+def push(t, q, qd, p):
+    # The force acts along the rail (unit vector (2, 1) / sqrt 5).
+    return CONTROL(t, p["u"]) * jnp.array([2.0, 1.0]) / jnp.sqrt(5.0)
+
+
+SYSTEM = lx.System(lagrangian, rail, push)
+Q0 = QD0 = jnp.zeros(2)
+DIRECTION = np.array([2.0, 1.0]) / np.sqrt(5.0)
+
+
+def effort(nodes, p):
+    return H * jnp.sum(p["u"] ** 2)
+
+
+def at_goal_at_rest(q, qd, p):
+    # Distance along the rail and speed; the rail holds the rest.
+    return jnp.stack([q @ DIRECTION - p["goal"], qd @ DIRECTION])
+
+
+def linear_map(mass=2.0):
+    """(s(T), v(T)) = A u for s the distance along the rail: exact."""
+    t_k = H * np.arange(K)
+    return np.stack([H * (T - t_k - H / 2), np.full(K, H)]) / mass
+
+
+def scipy_qp(lower=-np.inf, upper=np.inf, speed_limit=None, goal=1.0, mass=2.0):
+    a, b = linear_map(mass), np.array([goal, 0.0])
+    constraints = [{"type": "eq", "fun": lambda u: a @ u - b}]
+    if speed_limit is not None:
+        speeds = np.tril(np.ones((K, K))) * H / mass  # v at t_1 .. t_K
+        constraints.append({"type": "ineq", "fun": lambda u: speed_limit - speeds @ u})
+    result = minimize(
+        lambda u: H * u @ u, np.zeros(K), jac=lambda u: 2 * H * u,
+        constraints=constraints, bounds=[(lower, upper)] * K, method="SLSQP",
+        options={"ftol": 1e-14, "maxiter": 500},
+    )  # fmt: skip
+    assert result.success
+    return result.x
+
+
+def solve(params=PARAMS, **kwargs):
+    return lx.optimize_controls(
+        SYSTEM, params, Q0, QD0, t1=T, controls="u", cost=effort,
+        terminal=at_goal_at_rest, segments=K, **kwargs,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bounded():
+    return solve(bounds={"u": (-2.2, 2.2)})
+
+
+def test_minimum_energy_matches_the_least_norm_solution():
+    """Unbounded: u = A^T (A A^T)^-1 b, the discrete minimum-energy control
+    (close to the continuous 6/T^2 (1 - 2t/T) m)."""
+    result = solve()
+    a = linear_map()
+    expected = a.T @ np.linalg.solve(a @ a.T, [1.0, 0.0])
+    assert bool(result.converged) and not bool(result.failed)
+    np.testing.assert_allclose(result.params["u"], expected, atol=1e-7)
+    assert float(result.max_violation) < 1e-8
+    assert float(result.cost) == pytest.approx(H * expected @ expected, rel=1e-7)
+    # The re-simulated trajectory reaches the goal, and stays on the rail.
+    assert float(result.terminal_error) < 1e-8
+    assert float(jnp.max(jnp.abs(result.trajectory.phi))) < 1e-9
+    np.testing.assert_allclose(result.nodes.q[-1] @ DIRECTION, 1.0, atol=1e-9)
+    assert int(result.iterations) <= 20
+
+
+def test_bounds_hold_and_match_scipy(bounded):
+    """An active bound |u| <= 2.2 N (the unbounded optimum starts at 2.6 N;
+    bang-bang at 2.2 N would go 1.1 m): the convex QP solved by scipy's SLSQP."""
+    expected = scipy_qp(-2.2, 2.2)
+    assert bool(bounded.converged)
+    np.testing.assert_allclose(bounded.params["u"], expected, atol=1e-6)
+    assert float(jnp.max(jnp.abs(bounded.params["u"]))) <= 2.2
+    assert float(bounded.max_violation) < 1e-8
+
+
+def test_path_inequality_matches_scipy():
+    """A speed limit v <= 0.6 m/s at the segment boundaries (the unbounded
+    optimum reaches 0.73 m/s): g(t, q, qd) = v - 0.6 <= 0."""
+
+    def speed_limit(t, q, qd, p):
+        return jnp.stack([qd @ DIRECTION - 0.6])
+
+    result = solve(path=speed_limit)
+    expected = scipy_qp(speed_limit=0.6)
+    assert bool(result.converged)
+    np.testing.assert_allclose(result.params["u"], expected, atol=1e-6)
+    assert float(jnp.max(result.nodes.qd @ DIRECTION)) <= 0.6 + 1e-8
+
+
+def test_vmap_over_problems_equals_one_at_a_time(bounded):
+    """Three goals and masses in one vmapped call: each the same as alone (the
+    first is the module's bounded problem)."""
+    goals, masses = jnp.array([1.0, 0.5, 0.8]), jnp.array([2.0, 1.0, 2.5])
+
+    def one(goal, mass):
+        return solve({**PARAMS, "goal": goal, "mass": mass}, bounds={"u": (-2.2, 2.2)})
+
+    batch = jax.vmap(one)(goals, masses)
+    assert np.all(np.asarray(batch.converged))
+    np.testing.assert_allclose(batch.params["u"][0], bounded.params["u"], atol=1e-9)
+    for i in (1, 2):
+        expected = scipy_qp(-2.2, 2.2, goal=float(goals[i]), mass=float(masses[i]))
+        np.testing.assert_allclose(batch.params["u"][i], expected, atol=1e-6)
+
+
+def test_piecewise_constant_holds_each_value_on_its_interval():
+    control = lx.PiecewiseConstant(1.0, 3.0, num_knots=4)
+    values = jnp.array([1.0, 2.0, 3.0, 4.0])
+    edges = control.boundaries
+    np.testing.assert_allclose(edges, [1.0, 1.5, 2.0, 2.5, 3.0])
+    np.testing.assert_allclose(control.knots, [1.0, 1.5, 2.0, 2.5])
+    np.testing.assert_allclose(control(edges, values), [1, 2, 3, 4, 4])
+    before = jnp.nextafter(edges[1:-1], -jnp.inf)
+    np.testing.assert_allclose(control(before, values), [1, 2, 3])
+    np.testing.assert_allclose(control(jnp.array([0.0, 9.0]), values), [1, 4])
+
+
+def test_errors_name_the_argument():
+    with pytest.raises(KeyError, match="controls='force'"):
+        lx.optimize_controls(SYSTEM, PARAMS, Q0, QD0, t1=T, controls="force")
+    with pytest.raises(ValueError, match="do not act on the system"):
+        spare = {**PARAMS, "spare": jnp.zeros(K)}
+        lx.optimize_controls(SYSTEM, spare, Q0, QD0, t1=T, controls="spare")
+    with pytest.raises(KeyError, match="bounds has the key 'v'"):
+        lx.optimize_controls(SYSTEM, PARAMS, Q0, QD0, t1=T, bounds={"v": (0, 1)})
+    with pytest.raises(ValueError, match="states_guess must be"):
+        lx.optimize_controls(
+            SYSTEM, PARAMS, Q0, QD0, t1=T, states_guess=(jnp.zeros((3, 2)),) * 2
+        )
