@@ -58,8 +58,9 @@ def terminal_check(u):
     state = np.zeros(4)
     edges = np.linspace(0.0, T, K + 1)
     for k in range(K):
-        sol = solve_ivp(lambda t, y: minimal_rhs(y, u[k]), (edges[k], edges[k + 1]),
-                        state, method="DOP853", rtol=1e-12, atol=1e-12)  # fmt: skip
+        sol = solve_ivp(lambda t, y, force: minimal_rhs(y, force),
+                        (edges[k], edges[k + 1]), state, args=(u[k],),
+                        method="DOP853", rtol=1e-12, atol=1e-12)  # fmt: skip
         state = sol.y[:, -1]
     return abs(np.degrees(state[1]) - 180.0), max(abs(state[2]), abs(state[3]))
 

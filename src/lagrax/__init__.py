@@ -33,9 +33,9 @@ from ._system import System as System
 from ._trajectory import Trajectory as Trajectory
 from .bodies import body_torque as body_torque, point_force as point_force
 from .optimize import (
+    ControlResult as ControlResult,
     FitResult as FitResult,
     fit as fit,
-    ControlResult as ControlResult,
     optimize_controls as optimize_controls,
     relative_squared_error as relative_squared_error,
 )

@@ -34,12 +34,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
 
+from .._results import RESULTS
+from .._saddle import AbstractSaddleSolver, SchurCholesky
 from .._simulate import default_stabilization, simulate
 from .._stabilization import AbstractStabilization, NoStabilization
-from .._saddle import AbstractSaddleSolver, SchurCholesky
 from .._system import System, function_name
 from .._trajectory import Trajectory, evaluate_trajectory
-from .._results import RESULTS
 from ._interior_point import interior_point
 
 
@@ -289,7 +289,7 @@ def _bound_arrays(keys, shapes, bounds, dtype, num_nodes, num_slacks):
     """lower, upper over the unknowns (nodes, controls, slacks >= 0)."""
     lower = [jnp.full(num_nodes, -jnp.inf, dtype)]
     upper = [jnp.full(num_nodes, jnp.inf, dtype)]
-    for key, shape in zip(keys, shapes):
+    for key, shape in zip(keys, shapes, strict=True):
         try:
             lo, hi = bounds.get(key, (-jnp.inf, jnp.inf))
             lower.append(jnp.broadcast_to(jnp.asarray(lo, dtype), shape).ravel())
@@ -471,8 +471,8 @@ class _Transcription(eqx.Module):
         return {
             key: x[o : o + size].reshape(shape)
             for key, o, size, shape in zip(
-                self.keys, self.offsets, self.sizes, self.shapes
-            )  # fmt: skip
+                self.keys, self.offsets, self.sizes, self.shapes, strict=True
+            )
         }
 
     def slacks_of(self, x):
@@ -486,14 +486,15 @@ class _Transcription(eqx.Module):
         """The control values that act in segment k: a tuple of (width, ...)."""
         return tuple(
             jax.lax.dynamic_slice_in_dim(u[key], jnp.asarray(starts)[k], width)
-            for key, (starts, width) in zip(self.keys, self.windows)
+            for key, (starts, width) in zip(self.keys, self.windows, strict=True)
         )
 
     def _segment(self, s, local, k, params):
         """The state at the end of segment k from s, with the window values."""
         n = self.n
         u = {}
-        for key, (starts, width), values in zip(self.keys, self.windows, local):
+        windows = zip(self.keys, self.windows, local, strict=True)
+        for key, (starts, _), values in windows:
             u[key] = jax.lax.dynamic_update_slice_in_dim(
                 params[key], values, jnp.asarray(starts)[k], 0
             )
@@ -574,7 +575,9 @@ class _Transcription(eqx.Module):
         node = (k[:, None] - 1) * two_n + np.arange(two_n)
         node = np.where(k[:, None] >= 1, node, self.size)  # dropped
         parts = [node]
-        for (starts, width), o, shape in zip(self.windows, self.offsets, self.shapes):
+        for (starts, width), o, shape in zip(
+            self.windows, self.offsets, self.shapes, strict=True
+        ):
             per_knot = int(np.prod(shape[1:]))
             first = o + np.asarray(starts)[:, None] * per_knot
             parts.append(first + np.arange(width * per_knot))
@@ -594,7 +597,7 @@ class _Transcription(eqx.Module):
 
         def segment(z, k):
             pieces, o = [], two_n
-            for (_, width), shape in zip(self.windows, self.shapes):
+            for (_, width), shape in zip(self.windows, self.shapes, strict=True):
                 size = width * int(np.prod(shape[1:]))
                 pieces.append(z[o : o + size].reshape(width, *shape[1:]))
                 o += size

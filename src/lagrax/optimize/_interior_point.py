@@ -387,8 +387,9 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
                 c_first,
             )
 
-        first = (alpha_max, jnp.array(0), jnp.array(False), jnp.array(False),
-                 jnp.array(0), alpha_max * dx, (cx, fx), jnp.array(False), cx)  # fmt: skip
+        no = jnp.array(False)
+        first = (alpha_max, jnp.array(0), no, no, jnp.array(0), alpha_max * dx,
+                 (cx, fx), no, cx)  # fmt: skip
         alpha, _, accepted, f_type, _, step_x, (c_new, f_new), *_ = jax.lax.while_loop(
             search_cond, search_body, first
         )
