@@ -132,15 +132,16 @@ def test_dependent_equality_constraints_with_negative_curvature():
 
 
 def test_eliminating_constraints_takes_the_same_steps():
-    """HS 71 with the slack first: its defining constraint determines it, so it
-    can be eliminated (condensing). The steps are the same as on the full KKT
+    """HS 71 with the slack s first: its defining constraint s - x1 x2 x3 x4 = 0
+    determines it, so it can be eliminated (condensing). The steps are the same as on the full KKT
     system: same iterations, same optimum."""
 
     def objective(v, args):
         return _hs071_objective(jnp.roll(v, -1), args)
 
     def constraints(v, radius2):
-        return _hs071_constraints(jnp.roll(v, -1), radius2)
+        # s - x1 x2 x3 x4 = 0: unit diagonal in the eliminated unknown.
+        return -_hs071_constraints(jnp.roll(v, -1), radius2)
 
     bounds = tuple(jnp.roll(b, 1) for b in _HS071_BOUNDS)
     full = interior_point(
@@ -153,4 +154,6 @@ def test_eliminating_constraints_takes_the_same_steps():
     assert int(condensed.iterations) == int(full.iterations)
     np.testing.assert_allclose(condensed.x, full.x, atol=1e-9)
     np.testing.assert_allclose(condensed.multipliers, full.multipliers, atol=1e-7)
+    np.testing.assert_allclose(full.x[1:], [1.0, 4.7429994, 3.8211503, 1.3794082],
+                               atol=1e-6)  # fmt: skip
     assert float(condensed.objective) == pytest.approx(17.0140173, abs=1e-7)

@@ -82,8 +82,9 @@ def interior_point(
     - `jacobian`: `jacobian(x, args) -> (m, n)`, the Jacobian of c; default by
         `jax.jacfwd`.
     - `eliminate`: e > 0 when the first e constraints determine the first e
-        unknowns (their Jacobian block dc[:e]/dx[:e] is invertible, as the
-        continuity conditions of multiple shooting determine the node states).
+        unknowns: their Jacobian block dc[:e]/dx[:e] is lower triangular with a
+        unit diagonal (as the continuity conditions of multiple shooting,
+        S_(k+1) - F(S_k, ...) = 0 in node order, determine the node states).
         Each Newton step then eliminates them (condensing, Bock & Plitt 1984) and
         factorizes a KKT matrix of the other n - e unknowns and m - e constraints
         only; the step is the same.
@@ -109,10 +110,19 @@ def interior_point(
         def jacobian(x, args):
             return jax.jacfwd(constraints)(x, args)
 
+    def derivatives(x, lam, args):
+        return jacobian(x, args), hessian(x, lam, args)
+
     return _solve(
-        objective, constraints, hessian, jacobian, x0, lower, upper, args, tol,
+        objective, constraints, derivatives, x0, lower, upper, args, tol,
         max_steps, progress, eliminate,
     )  # fmt: skip
+
+
+def _solve_unit_lower(a, b, trans=0):
+    return jax.scipy.linalg.solve_triangular(
+        a, b, trans=trans, lower=True, unit_diagonal=True
+    )
 
 
 # IPOPT's defaults (Wachter & Biegler 2006, table 1 and section 3).
@@ -124,7 +134,7 @@ _FILTER = 64  # filter entries kept (when full, the newest overwrites the last)
 
 
 @eqx.filter_jit
-def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, tol,
+def _solve(objective, constraints, derivatives, x0, lower, upper, args, tol,
            max_steps, progress, eliminate):  # fmt: skip
     dtype = jnp.result_type(x0, float)
     x0, lower, upper = (jnp.asarray(v, dtype) for v in (x0, lower, upper))
@@ -190,8 +200,8 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         is that of the full matrix less (e, e)."""
         if e == 0:
             return None, None, w, jnp.eye(n, dtype=dtype), jac
-        lu_y = jax.scipy.linalg.lu_factor(jac[:e, :e])
-        t = -jax.scipy.linalg.lu_solve(lu_y, jac[:e, e:])
+        lu_y = jac[:e, :e]  # unit lower triangular
+        t = -_solve_unit_lower(lu_y, jac[:e, e:])
         p = jnp.concatenate([t, jnp.eye(nv, dtype=dtype)])
         return lu_y, p, p.T @ w @ p, p.T @ p, jac[e:] @ p
 
@@ -256,7 +266,7 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
                 return sol[:n], sol[n:]
             h = w + delta_w * jnp.eye(n, dtype=dtype)
             p0 = jnp.concatenate(
-                [-jax.scipy.linalg.lu_solve(lu_y, cv[:e]), jnp.zeros(nv, dtype)]
+                [-_solve_unit_lower(lu_y, cv[:e]), jnp.zeros(nv, dtype)]
             )
             rhs = jnp.concatenate([p.T @ (g + h @ p0), cv[e:] + jac[e:] @ p0])
             sol = jax.scipy.linalg.lu_solve(lu, -rhs)
@@ -264,7 +274,7 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
             lam_rest = sol[nv:]
             # The eliminated constraints' multipliers, from the stationarity
             # rows of the eliminated unknowns: Jy^T lam_e = -(H dx + g + ...)_y.
-            lam_e = -jax.scipy.linalg.lu_solve(
+            lam_e = -_solve_unit_lower(
                 lu_y, (h @ dx + g)[:e] + jac[e:, :e].T @ lam_rest, trans=1
             )
             return dx, jnp.concatenate([lam_e, lam_rest])
@@ -276,7 +286,8 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
          *_) = state  # fmt: skip
         filter_theta, filter_phi, filled, theta0 = filters
         grad = jax.grad(f)(x)
-        jac = jnp.asarray(jacobian(x, args), dtype).reshape(m, n)
+        jac, hess = derivatives(x, lam, args)
+        jac = jnp.asarray(jac, dtype).reshape(m, n)
         # Iteration k starts by testing x_k; the step from a converged point is
         # computed (inside a compiled loop) but not taken.
         error, violation = errors(x, lam, z_lo, z_hi, grad, jac, cx, 0.0)
@@ -300,7 +311,7 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
             - jnp.where(has_lo, mu_new / s_lo, 0.0)
             + jnp.where(has_hi, mu_new / s_hi, 0.0)
         )
-        w = hessian(x, lam, args) + jnp.diag(sigma)
+        w = hess + jnp.diag(sigma)
         condensed = condense(w, jac)
         delta_w, delta_c, inertia = correct_inertia(condensed, delta_last, mu_new)
         solve = factorize(condensed, w, jac, delta_w, delta_c)
