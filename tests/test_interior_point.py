@@ -133,8 +133,8 @@ def test_dependent_equality_constraints_with_negative_curvature():
 
 def test_eliminating_constraints_takes_the_same_steps():
     """HS 71 with the slack s first: its defining constraint s - x1 x2 x3 x4 = 0
-    determines it, so it can be eliminated (condensing). The steps are the same as on the full KKT
-    system: same iterations, same optimum."""
+    determines it, so it can be eliminated (condensing). The steps are the same
+    as on the full KKT system: same iterations, same optimum."""
 
     def objective(v, args):
         return _hs071_objective(jnp.roll(v, -1), args)
