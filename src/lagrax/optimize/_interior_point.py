@@ -98,23 +98,10 @@ def interior_point(
 
     An [`NLPSolution`][].
     """
-    if hessian is None:
-
-        def hessian(x, lam, args):
-            return jax.hessian(
-                lambda x: objective(x, args) + lam @ constraints(x, args)
-            )(x)
-
-    if jacobian is None:
-
-        def jacobian(x, args):
-            return jax.jacfwd(constraints)(x, args)
-
-    def derivatives(x, lam, args):
-        return jacobian(x, args), hessian(x, lam, args)
-
+    # The defaults are made inside the compiled function: a closure made here
+    # would be a new static argument of every call, and recompile it.
     return _solve(
-        objective, constraints, derivatives, x0, lower, upper, args, tol,
+        objective, constraints, hessian, jacobian, x0, lower, upper, args, tol,
         max_steps, progress, eliminate,
     )  # fmt: skip
 
@@ -134,8 +121,20 @@ _FILTER = 64  # filter entries kept (when full, the newest overwrites the last)
 
 
 @eqx.filter_jit
-def _solve(objective, constraints, derivatives, x0, lower, upper, args, tol,
+def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, tol,
            max_steps, progress, eliminate):  # fmt: skip
+    if hessian is None:
+
+        def hessian(x, lam, args):
+            return jax.hessian(
+                lambda x: objective(x, args) + lam @ constraints(x, args)
+            )(x)
+
+    if jacobian is None:
+
+        def jacobian(x, args):
+            return jax.jacfwd(constraints)(x, args)
+
     dtype = jnp.result_type(x0, float)
     x0, lower, upper = (jnp.asarray(v, dtype) for v in (x0, lower, upper))
     n = x0.shape[0]
@@ -286,8 +285,7 @@ def _solve(objective, constraints, derivatives, x0, lower, upper, args, tol,
          *_) = state  # fmt: skip
         filter_theta, filter_phi, filled, theta0 = filters
         grad = jax.grad(f)(x)
-        jac, hess = derivatives(x, lam, args)
-        jac = jnp.asarray(jac, dtype).reshape(m, n)
+        jac = jnp.asarray(jacobian(x, args), dtype).reshape(m, n)
         # Iteration k starts by testing x_k; the step from a converged point is
         # computed (inside a compiled loop) but not taken.
         error, violation = errors(x, lam, z_lo, z_hi, grad, jac, cx, 0.0)
@@ -311,7 +309,7 @@ def _solve(objective, constraints, derivatives, x0, lower, upper, args, tol,
             - jnp.where(has_lo, mu_new / s_lo, 0.0)
             + jnp.where(has_hi, mu_new / s_hi, 0.0)
         )
-        w = hess + jnp.diag(sigma)
+        w = hessian(x, lam, args) + jnp.diag(sigma)
         condensed = condense(w, jac)
         delta_w, delta_c, inertia = correct_inertia(condensed, delta_last, mu_new)
         solve = factorize(condensed, w, jac, delta_w, delta_c)
