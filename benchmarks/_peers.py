@@ -23,6 +23,18 @@ from scipy.integrate import solve_ivp
 # -- the equations, generic in the array module `xp` (numpy or jax.numpy) -------
 
 
+def rk4(f, state, arg, h, substeps):
+    """`substeps` classical RK4 steps of size h of y' = f(y, arg): for CasADi
+    symbols as for arrays (only + and * are used)."""
+    for _ in range(substeps):
+        k1 = f(state, arg)
+        k2 = f(state + h / 2 * k1, arg)
+        k3 = f(state + h / 2 * k2, arg)
+        k4 = f(state + h * k3, arg)
+        state = state + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return state
+
+
 def pendulum_terms(xp, t, q, v, p):
     m, g, l = p["m"], p["g"], p["l"]
     M = m * xp.eye(2)

@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import chaotic_fit as problem  # noqa: E402
+from _peers import rk4  # noqa: E402
 
 import lagrax as lx  # noqa: E402
 
@@ -84,15 +85,8 @@ def casadi_fit(ts, data, substeps=2):
         l1 * w1**2 * ca.sin(d) - g * ca.sin(th2),
     )
     f = ca.Function("f", [x, p], [ca.vertcat(w1, w2, ca.solve(mass, rhs))])
-    h = dt / substeps
-    state = x
-    for _ in range(substeps):  # RK4 over one sample interval
-        k1 = f(state, p)
-        k2 = f(state + h / 2 * k1, p)
-        k3 = f(state + h / 2 * k2, p)
-        k4 = f(state + h * k3, p)
-        state = state + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-    step = ca.Function("step", [x, p], [state])
+    # RK4 over one sample interval
+    step = ca.Function("step", [x, p], [rk4(f, x, p, dt / substeps, substeps)])
     r1 = ca.vertcat(l1 * ca.sin(th1), -l1 * ca.cos(th1))
     r2 = r1 + ca.vertcat(l2 * ca.sin(th2), -l2 * ca.cos(th2))
     markers = ca.Function("markers", [x, p], [ca.vertcat(r1, r2)])

@@ -35,6 +35,7 @@ from scipy.integrate import solve_ivp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import swing_up as problem  # noqa: E402
+from _peers import rk4  # noqa: E402
 
 
 jax.config.update("jax_enable_x64", True)
@@ -94,14 +95,7 @@ def casadi_swing_up(substeps=4):
     )
     rhs = ca.vertcat(u + m * l * ca.sin(th) * thd**2, -m * g * l * ca.sin(th))
     f = ca.Function("f", [state, u], [ca.vertcat(state[2], thd, ca.solve(mass, rhs))])
-    h = T / K / substeps
-    end = state
-    for _ in range(substeps):
-        k1 = f(end, u)
-        k2 = f(end + h / 2 * k1, u)
-        k3 = f(end + h / 2 * k2, u)
-        k4 = f(end + h * k3, u)
-        end = end + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    end = rk4(f, state, u, T / K / substeps, substeps)
     step = ca.Function("step", [state, u], [end])
 
     opti = ca.Opti()

@@ -254,14 +254,11 @@ def _transcribe(system, params, keys, q0, qd0, t0, t1, segments, cost, terminal,
     edges = np.linspace(float(t0), float(t1), int(segments) + 1)
     windows = _control_windows(system, params, keys, edges, q0.size)
     shapes = tuple(jnp.shape(params[k]) for k in keys)
+    num_path = _num_path(path, boundaries, q0, qd0, params)
     lower, upper = _bound_arrays(
-        keys,
-        shapes,
-        bounds or {},
-        dtype,
-        int(segments) * 2 * q0.size,
-        int(segments) * _num_path(path, boundaries, q0, qd0, params),
-    )
+        keys, shapes, bounds or {}, dtype, int(segments) * 2 * q0.size,
+        int(segments) * num_path,
+    )  # fmt: skip
     return _Transcription(
         system=system,
         keys=keys,
@@ -281,7 +278,7 @@ def _transcribe(system, params, keys, q0, qd0, t0, t1, segments, cost, terminal,
             default_stabilization() if stabilization is None else stabilization
         ),
         saddle_solver=SchurCholesky() if saddle_solver is None else saddle_solver,
-        num_path=_num_path(path, boundaries, q0, qd0, params),
+        num_path=num_path,
     )
 
 
@@ -323,7 +320,6 @@ def _control_windows(system, params, keys, boundaries, n):
     the control values at times inside each segment, at random states and
     control values (the pattern is structural, not numerical)."""
     rng = np.random.default_rng(0)
-    k = boundaries.size - 1
     fractions = np.array([1e-6, 0.1, 0.3, 0.5, 0.7, 0.9, 1 - 1e-6])
     times = boundaries[:-1, None] + fractions * np.diff(boundaries)[:, None]
     with jax.ensure_compile_time_eval():
@@ -372,7 +368,6 @@ def _control_windows(system, params, keys, boundaries, n):
         width = int(np.max(last - first + 1))
         starts = np.clip(first, 0, knots - width)
         windows.append((tuple(int(i) for i in starts), width))
-    del k
     return tuple(windows)
 
 
@@ -522,12 +517,8 @@ class _Transcription(eqx.Module):
         return jnp.concatenate([traj.q[-1], traj.qd[-1]])
 
     def _ends(self, x, params):
-        u = self.controls_of(x)
-        p = self.with_controls(params, u)
-        starts = self.nodes_of(x)[:-1]
-        ks = jnp.arange(self.segments)
-        local = jax.vmap(lambda k: self._local(u, k))(ks)
-        return jax.vmap(self._segment, (0, 0, 0, None))(starts, local, ks, p)
+        segment, flat, ks = self._local_functions(x, params)
+        return jax.vmap(segment)(flat, ks)
 
     # --- the NLP ----------------------------------------------------------------
     def node_trajectory(self, x, params):
