@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
 
+from .._dynamics import VectorField
 from .._results import RESULTS
 from .._saddle import AbstractSaddleSolver, SchurCholesky
 from .._simulate import default_stabilization, simulate
@@ -273,13 +274,23 @@ def _transcribe(system, params, keys, q0, qd0, t0, t1, segments, cost, terminal,
         lower=lower,
         upper=upper,
         steps=int(steps),
-        solver=dfx.Tsit5() if solver is None else solver,
+        solver=_differentiable(dfx.Tsit5() if solver is None else solver),
         stabilization=(
             default_stabilization() if stabilization is None else stabilization
         ),
         saddle_solver=SchurCholesky() if saddle_solver is None else saddle_solver,
         num_path=num_path,
     )
+
+
+def _differentiable(solver):
+    """The solver with its Runge-Kutta stage loop differentiable in both modes
+    (a bounded loop, as diffrax's DirectAdjoint sets it)."""
+    if isinstance(solver, dfx.AbstractRungeKutta) and solver.scan_kind is None:
+        return eqx.tree_at(
+            lambda s: s.scan_kind, solver, "bounded", is_leaf=lambda x: x is None
+        )
+    return solver
 
 
 def _bound_arrays(keys, shapes, bounds, dtype, num_nodes, num_slacks):
@@ -506,15 +517,22 @@ class _Transcription(eqx.Module):
         # (piecewise constant) acts with its value inside the segment at the
         # solver's stages on tb.
         held = (p, jnp.nextafter(tb, ta))
-        traj = simulate(
-            _held_system(self.system), s[:n], s[n:], held, t0=ta, t1=tb,
-            solver=self.solver, stabilization=self.stabilization,
-            saddle_solver=self.saddle_solver,
-            stepsize_controller=dfx.ConstantStepSize(), dt0=(tb - ta) / self.steps,
-            max_steps=self.steps + 1, adjoint=_ADJOINT, throw=False,
-            initial_tol=float("inf"),
-        )  # fmt: skip
-        return jnp.concatenate([traj.q[-1], traj.qd[-1]])
+        system = _held_system(self.system)
+        # The solver's steps unrolled (no adaptive loop, no saving, no
+        # diagnosis: only the end state is wanted), each projected as simulate
+        # does: a small graph to differentiate twice.
+        terms = dfx.ODETerm(VectorField(system, self.stabilization, self.saddle_solver))
+        projector = self.stabilization.step_projector(system, self.saddle_solver)
+        y = (s[:n], s[n:])
+        dt = (tb - ta) / self.steps
+        for i in range(self.steps):
+            t_a = ta + i * dt
+            t_b = tb if i == self.steps - 1 else ta + (i + 1) * dt
+            state = self.solver.init(terms, t_a, t_b, y, held)
+            y, *_ = self.solver.step(terms, t_a, t_b, y, held, state, False)
+            if projector is not None:
+                y = projector(t_b, *y, held)
+        return jnp.concatenate(y)
 
     def _ends(self, x, params):
         segment, flat, ks = self._local_functions(x, params)
