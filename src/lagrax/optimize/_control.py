@@ -285,7 +285,9 @@ def _transcribe(system, params, keys, q0, qd0, t0, t1, segments, cost, terminal,
 
 def _differentiable(solver):
     """The solver with its Runge-Kutta stage loop differentiable in both modes
-    (a bounded loop, as diffrax's DirectAdjoint sets it)."""
+    (a bounded loop, as diffrax's DirectAdjoint sets it): the Hessian of each
+    segment's part of the Lagrangian is forward over reverse (2.5x faster here
+    than forward over forward, the same to round-off)."""
     if isinstance(solver, dfx.AbstractRungeKutta) and solver.scan_kind is None:
         return eqx.tree_at(
             lambda s: s.scan_kind, solver, "bounded", is_leaf=lambda x: x is None
@@ -380,13 +382,6 @@ def _control_windows(system, params, keys, boundaries, n):
         starts = np.clip(first, 0, knots - width)
         windows.append((tuple(int(i) for i in starts), width))
     return tuple(windows)
-
-
-# Segments are a few fixed steps: diffrax's DirectAdjoint (a bounded loop) is
-# differentiable in both modes, so the Hessian of each segment's part of the
-# Lagrangian is forward over reverse (2.5x faster here than forward over
-# forward with ForwardMode, the same to round-off).
-_ADJOINT = dfx.DirectAdjoint()
 
 
 class _Unpack(eqx.Module):
