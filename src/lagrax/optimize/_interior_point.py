@@ -118,6 +118,7 @@ _TAU_MIN, _S_MAX, _KAPPA_SIGMA, _PUSH = 0.99, 100.0, 1e10, 1e-2
 _MAX_BACKTRACKS = 40
 _GAMMA_THETA, _GAMMA_PHI, _ETA_PHI, _S_THETA, _S_PHI = 1e-5, 1e-8, 1e-8, 1.1, 2.3
 _FILTER = 64  # filter entries kept (when full, the newest overwrites the last)
+_RESTORE_AFTER = 14  # trials of the line search before it restores feasibility
 
 
 @eqx.filter_jit
@@ -342,7 +343,7 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         filled = jnp.where(reset, 1, filled)
         slope = grad_barrier @ dx
 
-        def test(trial, c_t, f_t, alpha):
+        def test(trial, c_t, f_t, alpha, phase):
             theta_t = jnp.sum(jnp.abs(c_t))
             phi_t = barrier_of(trial, f_t, mu_new)
             finite = jnp.isfinite(theta_t) & jnp.isfinite(phi_t)
@@ -357,13 +358,27 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
                 phi_t <= phi - _GAMMA_PHI * theta
             )
             ok = finite & ~dominated & jnp.where(switching, armijo, enough)
-            return ok, switching & armijo, theta_t
+            # Restoration (phase 3): the violation alone must fall.
+            restored = finite & (theta_t <= (1 - _GAMMA_THETA) * theta)
+            ok = jnp.where(phase == 3, restored, ok)
+            return ok, switching & armijo & (phase != 3), theta_t
 
         # The trials, in one loop so that the constraints (a simulation, for
         # optimal control) are compiled once: x + alpha_max dx first; if it is
         # rejected for its violation, one second-order correction (the step
         # again, with the constraints at the trial point in the right-hand side,
-        # against the Maratos effect); then backtracking on dx.
+        # against the Maratos effect); then backtracking on dx. Where that
+        # fails too (the step has shrunk _RESTORE_AFTER times), a short
+        # feasibility restoration instead of IPOPT's restoration phase:
+        # backtracking on the Newton step of c(x) = 0 alone (the same KKT
+        # matrix without the gradient), accepted once the violation falls; the
+        # filter then starts again from the point left.
+        dx_feas, _ = solve(jnp.zeros_like(grad_barrier), cx)
+        alpha_feas = jnp.minimum(
+            fraction_to_boundary(s_lo, jnp.where(has_lo, dx_feas, 0.0), tau),
+            fraction_to_boundary(s_hi, jnp.where(has_hi, -dx_feas, 0.0), tau),
+        )
+
         def search_cond(search):
             return ~search[2] & (search[4] < _MAX_BACKTRACKS + 2)
 
@@ -371,7 +386,7 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
             alpha, phase, _, _, tries, step_x, _, _, c_first = search
             trial = x + step_x
             c_t, f_t = c(trial), f(trial)
-            ok, f_type, theta_t = test(trial, c_t, f_t, alpha)
+            ok, f_type, theta_t = test(trial, c_t, f_t, alpha, phase)
             c_first = jnp.where(phase == 0, c_t, c_first)
             # What to try next if this one fails.
             dx_soc, _ = solve(grad_barrier, alpha_max * cx + c_first)
@@ -381,9 +396,19 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
             )
             soc_next = (phase == 0) & (theta_t >= theta)
             back_alpha = jnp.where(phase == 2, alpha / 2, alpha_max / 2)
+            restore = (phase == 3) | ((phase == 2) & (tries >= _RESTORE_AFTER))
+            back_alpha = jnp.where(
+                phase == 3,
+                alpha / 2,
+                jnp.where(restore, alpha_feas, back_alpha),
+            )
             next_alpha = jnp.where(soc_next, alpha_soc, back_alpha)
-            next_step = jnp.where(soc_next, alpha_soc * dx_soc, back_alpha * dx)
-            next_phase = jnp.where(soc_next, 1, 2)
+            next_step = jnp.where(
+                soc_next,
+                alpha_soc * dx_soc,
+                back_alpha * jnp.where(restore, dx_feas, dx),
+            )
+            next_phase = jnp.where(soc_next, 1, jnp.where(restore, 3, 2))
             return (
                 jnp.where(ok, alpha, next_alpha),
                 jnp.where(ok, phase, next_phase),
@@ -399,9 +424,13 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         no = jnp.array(False)
         first = (alpha_max, jnp.array(0), no, no, jnp.array(0), alpha_max * dx,
                  (cx, fx), no, cx)  # fmt: skip
-        alpha, _, accepted, f_type, _, step_x, (c_new, f_new), *_ = jax.lax.while_loop(
-            search_cond, search_body, first
+        alpha, phase, accepted, f_type, _, step_x, (c_new, f_new), *_ = (
+            jax.lax.while_loop(search_cond, search_body, first)
         )
+        restored = accepted & (phase == 3)
+        filter_theta = jnp.where(restored, empty.at[0].set(theta_max), filter_theta)
+        filter_phi = jnp.where(restored, empty.at[0].set(-jnp.inf), filter_phi)
+        filled = jnp.where(restored, 1, filled)
         # Not an f-type iteration: the filter grows by the current point.
         grow = accepted & ~f_type
         slot = jnp.minimum(filled, _FILTER - 1)
@@ -413,7 +442,10 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         )
         filled = jnp.where(grow, jnp.minimum(filled + 1, _FILTER - 1), filled)
         x_new = x + step_x
-        lam_next = lam + alpha * (lam_new - lam)
+        # A restoration step leaves the multipliers as they were.
+        alpha_dual = jnp.where(restored, 0.0, alpha)
+        lam_next = lam + alpha_dual * (lam_new - lam)
+        alpha_z = jnp.where(restored, 0.0, alpha_z)
         z_lo_new = z_lo + alpha_z * dz_lo
         z_hi_new = z_hi + alpha_z * dz_hi
         # Keep the bound multipliers near mu / slack (IPOPT's kappa_sigma).
