@@ -157,3 +157,26 @@ def test_eliminating_constraints_takes_the_same_steps():
     np.testing.assert_allclose(full.x[1:], [1.0, 4.7429994, 3.8211503, 1.3794082],
                                atol=1e-6)  # fmt: skip
     assert float(condensed.objective) == pytest.approx(17.0140173, abs=1e-7)
+
+
+def test_infeasible_linearization_is_reported_not_claimed():
+    """Wachter and Biegler's example (Math. Program. 88, 2000, "Failure of global
+    convergence for a class of interior point methods"): min x1 s.t.
+    x1^2 - x2 - 1 = 0, x1 - x3 - 1/2 = 0, x2, x3 >= 0 from (-2, 1, 1). Methods
+    whose steps satisfy the linearized constraints stall at an infeasible point
+    against the bounds; without IPOPT's full restoration phase the solver must
+    say so (failed, not converged), with its iterate still inside the bounds."""
+
+    def objective(x, args):
+        return x[0]
+
+    def constraints(x, args):
+        return jnp.stack([x[0] ** 2 - x[1] - 1, x[0] - x[2] - 0.5])
+
+    lower = jnp.array([-jnp.inf, 0.0, 0.0])
+    sol = interior_point(
+        objective, constraints, jnp.array([-2.0, 1.0, 1.0]), lower, jnp.full(3, jnp.inf)
+    )
+    assert bool(sol.failed) and not bool(sol.converged)
+    assert np.all(np.isfinite(sol.x)) and np.all(sol.x[1:] > 0)
+    assert float(sol.max_violation) > 1e-3

@@ -6,10 +6,16 @@ in one `lax.while_loop`: jit-compiled, and `vmap`-able over many problems. The
 method of IPOPT (A. Wachter and L. T. Biegler, "On the implementation of an
 interior-point filter line-search algorithm for large-scale nonlinear
 programming", Math. Program. 106, 2006): its filter line search with one
-second-order correction and its default constants, without the feasibility
-restoration phase (a line search that fails is reported), and with the inertia
-of the KKT matrix read from its eigenvalues (dense and small: no
-inertia-revealing sparse factorization needed).
+second-order correction and its default constants, and with the inertia of the
+KKT matrix read from its eigenvalues (dense and small: no inertia-revealing
+sparse factorization needed). In place of IPOPT's restoration phase (a second
+optimisation problem) a short one: where backtracking fails, backtracking on
+the Newton step of c(x) = 0 alone, accepted once the violation falls, after
+which the filter starts again. It rescues searches stalled by the filter (the
+swing-up with a 0.114 kg pole); it does not rescue a problem whose linearized
+constraints point away from the bounds (Wachter and Biegler's own example in
+the paper above, min x1 s.t. x1^2 - x2 - 1 = 0, x1 - x3 - 1/2 = 0, x2, x3 >= 0
+from (-2, 1, 1), still ends with a failed line search, reported).
 
 It is the solver of `optimize_controls` (docs/optimisation.md section 3); the
 Hessian of the Lagrangian is exact (the caller's, or `jax.hessian`).
