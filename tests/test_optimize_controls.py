@@ -142,6 +142,63 @@ def test_vmap_over_problems_equals_one_at_a_time(bounded):
         np.testing.assert_allclose(batch.params["u"][i], expected, atol=1e-6)
 
 
+def test_terminal_conditions_dependent_on_the_constraints():
+    """Terminal conditions that repeat what the rail already holds (x - 2 y = 0
+    and its velocity form): the KKT matrix is singular in those rows, and the
+    interior point's constraint regularization must still find the least-norm
+    control."""
+
+    def redundant(q, qd, p):
+        return jnp.concatenate(
+            [at_goal_at_rest(q, qd, p), rail(0.0, q, p), rail(0.0, qd, p)]
+        )
+
+    result = lx.optimize_controls(
+        SYSTEM, PARAMS, Q0, QD0, t1=T, controls="u", cost=effort,
+        terminal=redundant, segments=K,
+    )  # fmt: skip
+    a = linear_map()
+    expected = a.T @ np.linalg.solve(a @ a.T, [1.0, 0.0])
+    assert bool(result.converged) and not bool(result.failed)
+    np.testing.assert_allclose(result.params["u"], expected, atol=1e-7)
+
+
+LINEAR = lx.PiecewiseLinear(0.0, T, num_knots=K + 1)
+
+
+def test_piecewise_linear_control_matches_its_exact_optimum():
+    """The force linear between K + 1 knots at the segment boundaries: the motion
+    is cubic on each segment (integrated exactly), the end state linear in the
+    knot values through the integrals of the hat functions, and the exact
+    effort integral of u^2 a quadratic form (the hats' mass matrix W). The
+    optimum u = W^-1 A^T (A W^-1 A^T)^-1 b, computed here by hand."""
+    mass = PARAMS["mass"]
+
+    def push_linear(t, q, qd, p):
+        return LINEAR(t, p["u"]) * jnp.asarray(DIRECTION)
+
+    t_j = H * np.arange(K + 1)
+    weights = np.full(K + 1, H)
+    weights[[0, -1]] = H / 2
+    moments = (T - t_j) * H  # int (T - t) hat_j dt, a symmetric hat
+    moments[0], moments[-1] = T * H / 2 - H**2 / 6, H**2 / 6
+    a = np.stack([moments, weights]) / mass
+    w = np.diag(np.full(K + 1, 4 * H / 6))
+    w[[0, -1], [0, -1]] = 2 * H / 6
+    w += np.diag(np.full(K, H / 6), 1) + np.diag(np.full(K, H / 6), -1)
+    w_inv_at = np.linalg.solve(w, a.T)
+    expected = w_inv_at @ np.linalg.solve(a @ w_inv_at, [1.0, 0.0])
+
+    result = lx.optimize_controls(
+        lx.System(lagrangian, rail, push_linear), {**PARAMS, "u": jnp.zeros(K + 1)},
+        Q0, QD0, t1=T, controls="u", cost=lambda nodes, p: p["u"] @ w @ p["u"],
+        terminal=at_goal_at_rest, segments=K,
+    )  # fmt: skip
+    assert bool(result.converged) and not bool(result.failed)
+    np.testing.assert_allclose(result.params["u"], expected, atol=1e-7)
+    assert float(result.terminal_error) < 1e-8
+
+
 def test_piecewise_constant_holds_each_value_on_its_interval():
     control = lx.PiecewiseConstant(1.0, 3.0, num_knots=4)
     values = jnp.array([1.0, 2.0, 3.0, 4.0])

@@ -101,6 +101,7 @@ def optimize_controls(
     stabilization: AbstractStabilization | None = None,
     saddle_solver: AbstractSaddleSolver | None = None,
     ts: ArrayLike | None = None,
+    condense: bool = True,
     tol: float = 1e-8,
     max_steps: int = 200,
     progress: bool | Callable = False,
@@ -130,9 +131,10 @@ def optimize_controls(
         Trajectory at the K + 1 segment boundaries. Default: 0 (a feasibility
         problem).
     - `terminal`: `terminal(q, qd, params) -> (r,)`, held at 0 at t1. The
-        conditions must be independent of each other and of the system's
+        conditions should be independent of each other and of the system's
         constraints there (at an upright pendulum, "height = l" is implied by
-        the rod and "horizontal offset = 0"; give only the latter).
+        the rod and "horizontal offset = 0"; give only the latter); dependent
+        ones are handled by regularization, at some cost in iterations.
     - `bounds`: `{key: (lo, hi)}`, hard bounds on control values (scalars or
         arrays broadcast to the key's shape; +-inf for none).
     - `segments`: K, the number of shooting segments (default: one per knot of
@@ -147,6 +149,14 @@ def optimize_controls(
     - `stabilization`, `saddle_solver`: as for simulate (default: projection,
         so the nodes end up on the constraint manifold).
     - `ts`: where `trajectory` is saved.
+    - `condense`: eliminate the node states from each Newton step (the matrix
+        factorized has the size of the controls: fast). The eliminated states
+        are then expressed through products of the segments' sensitivities,
+        which grow like exp(rate * t1) on an unstable system; where that
+        passes ~1e6 (a double pendulum held upright for seconds: the inertia
+        correction then fails at once), pass `False`: the whole KKT matrix is
+        factorized, dense, (2n + 1) K + r unknowns and constraints, slower but
+        with the stability multiple shooting is for.
     - `tol`: the KKT error at which to stop; `max_steps`: iterations at most.
     - `progress`: `True` to print a line per iteration (cost, violation, KKT
         error, barrier parameter, step length, regularization); or a function
@@ -170,7 +180,8 @@ def optimize_controls(
         problem.objective, problem.constraints, x0, problem.lower, problem.upper,
         params,
         hessian=problem.hessian, jacobian=problem.jacobian,
-        eliminate=problem.num_nodes, tol=tol, max_steps=max_steps,
+        eliminate=problem.num_nodes if condense else 0, tol=tol,
+        max_steps=max_steps,
         progress=(
             progress if callable(progress) else _print_progress if progress else None
         ),
