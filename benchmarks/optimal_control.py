@@ -161,9 +161,7 @@ def batch(size):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # Off by default: on the 2-core CPU a vmapped batch of 8 swing-ups stalls
-    # (idle, never returns) while batches of 2 and 3 finish; under investigation.
-    parser.add_argument("--batch", type=int, default=0, help="batch size, 0 to skip")
+    parser.add_argument("--batch", type=int, default=64, help="batch size, 0 to skip")
     args = parser.parse_args(argv)
     ours = lagrax_swing_up()
     peer = casadi_swing_up()

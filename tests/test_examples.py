@@ -88,6 +88,11 @@ EXPECTED = {
         r"converged in \d+ iterations .* constraint violation \d\.\de-(09|1\d); "
         r"re-simulated with adaptive steps: terminal error \d\.\de-0[5-9]"
     ),
+    "swing_up_batch.py": (
+        r"8 swing-ups .* one vmapped call: 8/8 converged in \d+-\d+ iterations; "
+        r"largest constraint violation \d\.\de-(09|1\d), largest terminal error "
+        r"re-simulated \d\.\de-0[5-9]"
+    ),
     "period_sweep.py": r"worst relative error of the period: \d\.\d+e-(1\d|0[7-9])",
 }
 

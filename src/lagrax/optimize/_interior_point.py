@@ -112,10 +112,58 @@ def interior_point(
     )  # fmt: skip
 
 
-def _solve_unit_lower(a, b, trans=0):
-    return jax.scipy.linalg.solve_triangular(
-        a, b, trans=trans, lower=True, unit_diagonal=True
+def _one_at_a_time(fn):
+    """`fn` with a batching rule that maps it over the batch (`lax.map`)
+    instead of calling it once on the whole batch.
+
+    For the dense linear algebra below, which `jax.vmap` over many problems
+    would batch. jaxlib 0.10's CPU LAPACK kernels split a batch across XLA's
+    intra-op thread pool and block their own pool thread until the pieces
+    finish; where the executor runs as many such kernels at once as the pool
+    has threads (two on a 2-core machine: the factorization of one problem
+    beside the solve of another), every thread waits for work that no thread
+    is free to run, and the program hangs, idle. Called one problem at a
+    time, each kernel has no batch to split (jaxlib 0.11 removed the split).
+    The matrices are small: a loop over the problems costs little beside the
+    simulations, which stay batched.
+    """
+
+    @jax.custom_batching.custom_vmap
+    def one_at_a_time(*args):
+        return fn(*args)
+
+    @one_at_a_time.def_vmap
+    def _rule(axis_size, in_batched, *args):
+        args = jax.tree.map(
+            lambda a, batched: (
+                a if batched else jnp.broadcast_to(a, (axis_size, *jnp.shape(a)))
+            ),
+            args,
+            tuple(in_batched),
+        )
+        out = jax.lax.map(lambda a: one_at_a_time(*a), args)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return one_at_a_time
+
+
+_eigvalsh = _one_at_a_time(jnp.linalg.eigvalsh)
+_lu_factor = _one_at_a_time(jax.scipy.linalg.lu_factor)
+_lu_solve = _one_at_a_time(
+    lambda lu, pivots, b: jax.scipy.linalg.lu_solve((lu, pivots), b)
+)
+_solve_unit_lower_n, _solve_unit_lower_t = (
+    _one_at_a_time(
+        lambda a, b, trans=trans: jax.scipy.linalg.solve_triangular(
+            a, b, trans=trans, lower=True, unit_diagonal=True
+        )
     )
+    for trans in (0, 1)
+)
+
+
+def _solve_unit_lower(a, b, trans=0):
+    return (_solve_unit_lower_t if trans else _solve_unit_lower_n)(a, b)
 
 
 # IPOPT's defaults (Wachter & Biegler 2006, table 1 and section 3).
@@ -237,7 +285,7 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         )
 
         def inertia_ok(delta):
-            eig = jnp.linalg.eigvalsh(kkt_matrix(condensed, delta, delta_c))
+            eig = _eigvalsh(kkt_matrix(condensed, delta, delta_c))
             positive = jnp.sum(eig > round_off)
             negative = jnp.sum(eig < -round_off)
             return (positive == nv) & (negative == mr)
@@ -264,18 +312,18 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         [dx; lam] = -[g; c] (delta_c on the constraints kept), one factorization
         for the step and its second-order correction."""
         lu_y, p, *_ = condensed
-        lu = jax.scipy.linalg.lu_factor(kkt_matrix(condensed, delta_w, delta_c))
+        lu = _lu_factor(kkt_matrix(condensed, delta_w, delta_c))
 
         def solve(g, cv):
             if e == 0:
-                sol = jax.scipy.linalg.lu_solve(lu, -jnp.concatenate([g, cv]))
+                sol = _lu_solve(*lu, -jnp.concatenate([g, cv]))
                 return sol[:n], sol[n:]
             h = w + delta_w * jnp.eye(n, dtype=dtype)
             p0 = jnp.concatenate(
                 [-_solve_unit_lower(lu_y, cv[:e]), jnp.zeros(nv, dtype)]
             )
             rhs = jnp.concatenate([p.T @ (g + h @ p0), cv[e:] + jac[e:] @ p0])
-            sol = jax.scipy.linalg.lu_solve(lu, -rhs)
+            sol = _lu_solve(*lu, -rhs)
             dx = p @ sol[:nv] + p0
             lam_rest = sol[nv:]
             # The eliminated constraints' multipliers, from the stationarity
