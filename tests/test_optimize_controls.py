@@ -9,6 +9,9 @@ computes independently. The cart-pole swing-up is examples/swing_up.py (run by
 test_examples) and benchmarks/optimal_control.py (beside CasADi + IPOPT).
 """
 
+import warnings
+
+import diffrax as dfx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,10 +76,10 @@ def scipy_qp(lower=-np.inf, upper=np.inf, speed_limit=None, goal=1.0, mass=2.0):
     return result.x
 
 
-def solve(params=PARAMS, **kwargs):
+def solve(params=PARAMS, terminal=at_goal_at_rest, **kwargs):
     return lx.optimize_controls(
         SYSTEM, params, Q0, QD0, t1=T, controls="u", cost=effort,
-        terminal=at_goal_at_rest, segments=K, **kwargs,
+        terminal=terminal, segments=K, **kwargs,
     )  # fmt: skip
 
 
@@ -140,6 +143,39 @@ def test_vmap_over_problems_equals_one_at_a_time(bounded):
     for i in (1, 2):
         expected = scipy_qp(-2.2, 2.2, goal=float(goals[i]), mass=float(masses[i]))
         np.testing.assert_allclose(batch.params["u"][i], expected, atol=1e-6)
+
+
+def test_a_failed_condensed_solve_is_solved_again_whole():
+    """Out of reach (1 m in 2 s with |u| <= 2 N on 2.5 kg: bang-bang covers
+    0.8 m): the condensed Newton steps fail, and the default solves again with
+    the whole KKT matrix, saying so; that fails too, and is reported, not
+    claimed. With condense=True nothing is solved again."""
+    params = {**PARAMS, "mass": 2.5}
+    with pytest.warns(UserWarning, match="condense=False"):
+        result = solve(params, bounds={"u": (-2.0, 2.0)})
+    assert bool(result.failed) and not bool(result.converged)
+    assert float(result.max_violation) > 1e-2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        once = solve(params, bounds={"u": (-2.0, 2.0)}, condense=True)
+    assert bool(once.failed)
+
+
+def test_a_transcription_too_coarse_for_the_motion_is_flagged():
+    """One explicit Euler step per segment, arriving at 1 m/s: Euler's position
+    falls short of the exact motion by h/2 per unit of speed gained (0.125 m
+    here), so the force that is optimal for the transcription, simulated with
+    adaptive steps, overshoots the goal by that much; the result says so, and a
+    warning names the remedy."""
+
+    def arriving(q, qd, p):
+        return jnp.stack([q @ DIRECTION - p["goal"], qd @ DIRECTION - 1.0])
+
+    with pytest.warns(UserWarning, match="raise steps_per_segment"):
+        result = solve(terminal=arriving, solver=dfx.Euler(), steps_per_segment=1)
+    assert bool(result.converged)
+    assert float(result.max_violation) < 1e-8  # the transcription is satisfied
+    assert float(result.terminal_error) == pytest.approx(H / 2, rel=1e-3)
 
 
 def test_terminal_conditions_dependent_on_the_constraints():

@@ -25,6 +25,7 @@ Biegler, Math. Program. 106 (2006); J. T. Betts, "Practical Methods for Optimal
 Control Using Nonlinear Programming", SIAM 2010.
 """
 
+import warnings
 from collections.abc import Callable, Sequence
 
 import diffrax as dfx
@@ -101,7 +102,7 @@ def optimize_controls(
     stabilization: AbstractStabilization | None = None,
     saddle_solver: AbstractSaddleSolver | None = None,
     ts: ArrayLike | None = None,
-    condense: bool = True,
+    condense: bool | None = None,
     tol: float = 1e-8,
     max_steps: int = 200,
     progress: bool | Callable = False,
@@ -149,14 +150,18 @@ def optimize_controls(
     - `stabilization`, `saddle_solver`: as for simulate (default: projection,
         so the nodes end up on the constraint manifold).
     - `ts`: where `trajectory` is saved.
-    - `condense`: eliminate the node states from each Newton step (the matrix
-        factorized has the size of the controls: fast). The eliminated states
-        are then expressed through products of the segments' sensitivities,
-        which grow like exp(rate * t1) on an unstable system; where that
-        passes ~1e6 (a double pendulum held upright for seconds: the inertia
-        correction then fails at once), pass `False`: the whole KKT matrix is
-        factorized, dense, (2n + 1) K + r unknowns and constraints, slower but
-        with the stability multiple shooting is for.
+    - `condense`: `True` eliminates the node states from each Newton step (the
+        matrix factorized has the size of the controls: fast). The eliminated
+        states are then expressed through products of the segments'
+        sensitivities, which grow like exp(rate * t1) on an unstable system;
+        where that passes ~1e6 (a double pendulum held upright for seconds, a
+        pendulum pumped up over 8 s: the inertia correction then fails),
+        `False` factorizes the whole KKT matrix, dense, (2n + 1) K + r unknowns
+        and constraints: slower, with the stability multiple shooting is for.
+        The default `None` condenses and, where that fails in a call outside
+        `jax.jit`/`jax.vmap`, solves again from the same guess with `False`
+        (with a warning; under a transformation nothing can be re-run: pass
+        `False` there for such problems).
     - `tol`: the KKT error at which to stop; `max_steps`: iterations at most.
     - `progress`: `True` to print a line per iteration (cost, violation, KKT
         error, barrier parameter, step length, regularization); or a function
@@ -176,16 +181,18 @@ def optimize_controls(
         bounds, steps_per_segment, solver, stabilization, saddle_solver,
     )  # fmt: skip
     x0 = problem.guess(params, states_guess)
-    sol = interior_point(
-        problem.objective, problem.constraints, x0, problem.lower, problem.upper,
-        params,
-        hessian=problem.hessian, jacobian=problem.jacobian,
-        eliminate=problem.num_nodes if condense else 0, tol=tol,
-        max_steps=max_steps,
-        progress=(
-            progress if callable(progress) else _print_progress if progress else None
-        ),
-    )  # fmt: skip
+    report = progress if callable(progress) else _print_progress if progress else None
+    sol = _nlp(problem, params, x0, condense is not False, tol, max_steps, report)
+    if condense is None and _concretely(sol.failed):
+        warnings.warn(
+            f"optimize_controls: the condensed Newton steps failed at iteration "
+            f"{int(sol.iterations)} (the eliminated node states are conditioned "
+            "like single shooting); solving again from the same guess with the "
+            "whole KKT matrix (condense=False; pass it to skip the first "
+            "attempt).",
+            stacklevel=2,
+        )
+        sol = _nlp(problem, params, x0, False, tol, max_steps, report)
     p_opt = problem.with_controls(params, problem.controls_of(sol.x))
     nodes = problem.node_trajectory(sol.x, params)
     boundaries = problem.boundaries
@@ -201,10 +208,38 @@ def optimize_controls(
     else:
         residual = jnp.asarray(terminal(traj.q[-1], traj.qd[-1], p_opt))
         terminal_error = jnp.max(jnp.abs(residual), initial=0.0)
+    if _concretely(sol.converged & (terminal_error > _FAITHFUL)):
+        warnings.warn(
+            f"optimize_controls: converged, but the optimal controls simulated "
+            f"with adaptive steps miss the terminal conditions by "
+            f"{float(terminal_error):.1e} at t1: the transcription (each segment "
+            f"{problem.steps} fixed steps of {type(problem.solver).__name__}) is "
+            "too coarse for this motion; raise steps_per_segment or segments.",
+            stacklevel=2,
+        )
     return ControlResult(
         p_opt, traj, nodes, sol.converged, sol.iterations, sol.objective,
         sol.max_violation, sol.kkt_error, terminal_error, sol.failed,
     )  # fmt: skip
+
+
+# Above this max |terminal| of the re-simulated controls, a warning.
+_FAITHFUL = 1e-3
+
+
+def _nlp(problem, params, x0, condense, tol, max_steps, progress):
+    return interior_point(
+        problem.objective, problem.constraints, x0, problem.lower, problem.upper,
+        params,
+        hessian=problem.hessian, jacobian=problem.jacobian,
+        eliminate=problem.num_nodes if condense else 0, tol=tol,
+        max_steps=max_steps, progress=progress,
+    )  # fmt: skip
+
+
+def _concretely(flag) -> bool:
+    """`flag` is a value (not traced under jit or vmap) and true."""
+    return not isinstance(flag, jax.core.Tracer) and bool(flag)
 
 
 def _print_progress(k, cost, violation, error, mu, alpha, delta_w):
