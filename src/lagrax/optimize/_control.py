@@ -36,6 +36,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
 
 from .._dynamics import VectorField
+from .._inputs import _concrete
 from .._results import RESULTS
 from .._saddle import AbstractSaddleSolver, SchurCholesky
 from .._simulate import default_stabilization, simulate
@@ -239,7 +240,8 @@ def _nlp(problem, params, x0, condense, tol, max_steps, progress):
 
 def _concretely(flag) -> bool:
     """`flag` is a value (not traced under jit or vmap) and true."""
-    return not isinstance(flag, jax.core.Tracer) and bool(flag)
+    value = _concrete(flag)
+    return value is not None and bool(value)
 
 
 def _print_progress(k, cost, violation, error, mu, alpha, delta_w):
