@@ -180,3 +180,71 @@ def test_infeasible_linearization_is_reported_not_claimed():
     assert bool(sol.failed) and not bool(sol.converged)
     assert np.all(np.isfinite(sol.x)) and np.all(sol.x[1:] > 0)
     assert float(sol.max_violation) > 1e-3
+
+
+def _problems():
+    """(objective, constraints, x0, lower, upper, args, eliminate), fresh
+    functions on every call so that each solve traces anew."""
+
+    def hs071(v, args):
+        return _hs071_objective(v, args)
+
+    def hs071_c(v, radius2):
+        return _hs071_constraints(v, radius2)
+
+    def rolled(v, args):
+        return _hs071_objective(jnp.roll(v, -1), args)
+
+    def rolled_c(v, radius2):
+        return -_hs071_constraints(jnp.roll(v, -1), radius2)
+
+    def quartic(x, args):
+        d = x[0] - x[1]
+        return d**4 - d**2
+
+    def twice(x, args):
+        return jnp.stack([x[0] + x[1] - 1, 2 * x[0] + 2 * x[1] - 2])
+
+    def rosenbrock(x, args):
+        return (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
+
+    def none(x, args):
+        return jnp.zeros(0)
+
+    free = (jnp.full(2, -jnp.inf), jnp.full(2, jnp.inf))
+    rolled_bounds = tuple(jnp.roll(b, 1) for b in _HS071_BOUNDS)
+    return {
+        "hs071": (hs071, hs071_c, _HS071_START, *_HS071_BOUNDS, 40.0, 0),
+        "hs071 condensed": (
+            rolled, rolled_c, jnp.roll(_HS071_START, 1), *rolled_bounds, 40.0, 1,
+        ),
+        "dependent rows": (quartic, twice, jnp.array([0.6, 0.4]), *free, None, 0),
+        "no constraints": (
+            rosenbrock, none, jnp.array([-1.2, 1.0]), free[0],
+            jnp.array([0.5, jnp.inf]), None, 0,
+        ),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name", ["hs071", "hs071 condensed", "dependent rows", "no constraints"]
+)
+def test_the_reduced_hessian_inertia_test_agrees_with_the_eigenvalues(
+    name, monkeypatch
+):
+    """Large KKT matrices read their inertia from the reduced Hessian
+    Z^T (W + delta_w M) Z (a pivoted QR of J^T, one eigendecomposition per
+    iteration) instead of the eigenvalues of the whole matrix. On these small
+    problems, forced down that path, it must pick the same delta_w: same
+    iterations, same optimum; with dependent rows (Z from the rank of J), an
+    eliminated constraint (M not the identity) and no constraints at all."""
+    import lagrax.optimize._interior_point as ip
+
+    f, c, x0, lo, hi, args, e = _problems()[name]
+    by_eigenvalues = interior_point(f, c, x0, lo, hi, args, eliminate=e)
+    monkeypatch.setattr(ip, "_EIGEN_UP_TO", 0)
+    f, c, x0, lo, hi, args, e = _problems()[name]  # new functions: a new trace
+    reduced = interior_point(f, c, x0, lo, hi, args, eliminate=e)
+    assert bool(by_eigenvalues.converged) and bool(reduced.converged)
+    assert int(reduced.iterations) == int(by_eigenvalues.iterations)
+    np.testing.assert_allclose(reduced.x, by_eigenvalues.x, atol=1e-9)

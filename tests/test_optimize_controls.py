@@ -259,3 +259,45 @@ def test_errors_name_the_argument():
         lx.optimize_controls(
             SYSTEM, PARAMS, Q0, QD0, t1=T, states_guess=(jnp.zeros((3, 2)),) * 2
         )
+
+
+def test_segment_derivatives_equal_autodiff_of_the_whole_problem():
+    """The solver's Jacobian and Lagrangian Hessian, assembled from per-segment
+    blocks (forward mode; forward over reverse), equal jax.jacfwd and
+    jax.hessian of the whole transcribed problem: a pendulum in Cartesian
+    coordinates (nonlinear, projected segment ends), a piecewise-linear control
+    (windows shared by neighbouring segments), a path constraint and terminal
+    conditions, at a random point and random multipliers."""
+    from lagrax.optimize._control import _transcribe
+
+    kk = 4
+    control = lx.PiecewiseLinear(0.0, 1.0, num_knots=kk + 1)
+
+    def lagrangian(t, q, qd, p):
+        return 0.5 * qd @ qd - 9.81 * q[1]
+
+    def rod(t, q, p):
+        return jnp.stack([q @ q - 1.0])
+
+    def torque(t, q, qd, p):
+        return control(t, p["u"]) * jnp.stack([-q[1], q[0]])
+
+    params = {"u": jnp.zeros(kk + 1)}
+    problem = _transcribe(
+        lx.System(lagrangian, rod, torque), params, ("u",), jnp.array([0.0, -1.0]),
+        jnp.zeros(2), 0.0, 1.0, kk, lambda nodes, p: jnp.sum(p["u"] ** 2),
+        lambda q, qd, p: jnp.stack([q[0], qd[0]]),
+        lambda t, q, qd, p: jnp.stack([qd @ qd - 4.0]), None, 2, None, None, None,
+    )  # fmt: skip
+    keys = jax.random.split(jax.random.key(0), 2)
+    x = 0.3 * jax.random.normal(keys[0], (problem.size,))
+    m = jax.eval_shape(problem.constraints, x, params).shape[0]
+    lam = jax.random.normal(keys[1], (m,))
+    jac, hess = problem.jacobian(x, params), problem.hessian(x, lam, params)
+    np.testing.assert_allclose(
+        jac, jax.jacfwd(problem.constraints)(x, params), rtol=1e-10, atol=1e-12
+    )
+    expected = jax.hessian(
+        lambda x: problem.objective(x, params) + lam @ problem.constraints(x, params)
+    )(x)
+    np.testing.assert_allclose(hess, expected, rtol=1e-9, atol=1e-10)

@@ -7,8 +7,9 @@ method of IPOPT (A. Wachter and L. T. Biegler, "On the implementation of an
 interior-point filter line-search algorithm for large-scale nonlinear
 programming", Math. Program. 106, 2006): its filter line search with one
 second-order correction and its default constants, and with the inertia of the
-KKT matrix read from its eigenvalues (dense and small: no inertia-revealing
-sparse factorization needed). In place of IPOPT's restoration phase (a second
+KKT matrix read from its eigenvalues, or above 128 rows from a Cholesky
+factorization of its Schur complement (dense: no inertia-revealing sparse
+factorization needed). In place of IPOPT's restoration phase (a second
 optimisation problem) a short one: where backtracking fails, backtracking on
 the Newton step of c(x) = 0 alone, accepted once the violation falls, after
 which the filter starts again. It rescues searches stalled by the filter (the
@@ -148,6 +149,7 @@ def _one_at_a_time(fn):
 
 
 _eigvalsh = _one_at_a_time(jnp.linalg.eigvalsh)
+_cholesky = _one_at_a_time(jnp.linalg.cholesky)
 _lu_factor = _one_at_a_time(jax.scipy.linalg.lu_factor)
 _lu_solve = _one_at_a_time(
     lambda lu, pivots, b: jax.scipy.linalg.lu_solve((lu, pivots), b)
@@ -173,6 +175,7 @@ _MAX_BACKTRACKS = 40
 _GAMMA_THETA, _GAMMA_PHI, _ETA_PHI, _S_THETA, _S_PHI = 1e-5, 1e-8, 1e-8, 1.1, 2.3
 _FILTER = 64  # filter entries kept (when full, the newest overwrites the last)
 _RESTORE_AFTER = 14  # trials of the line search before it restores feasibility
+_EIGEN_UP_TO = 128  # KKT matrices up to this size: inertia from the eigenvalues
 
 
 @eqx.filter_jit
@@ -284,11 +287,37 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
             + 1
         )
 
-        def inertia_ok(delta):
-            eig = _eigvalsh(kkt_matrix(condensed, delta, delta_c))
-            positive = jnp.sum(eig > round_off)
-            negative = jnp.sum(eig < -round_off)
-            return (positive == nv) & (negative == mr)
+        if nv + mr <= _EIGEN_UP_TO:
+
+            def inertia_ok(delta):
+                eig = _eigvalsh(kkt_matrix(condensed, delta, delta_c))
+                positive = jnp.sum(eig > round_off)
+                negative = jnp.sum(eig < -round_off)
+                return (positive == nv) & (negative == mr)
+
+        else:
+            # A large matrix (the whole KKT matrix, condense=False): the same
+            # test by a Cholesky factorization instead of all the eigenvalues
+            # (10x cheaper at 1265 rows). The lower-right block -delta_c I has
+            # mr negative eigenvalues, so by Haynsworth's inertia additivity
+            # the KKT matrix has nv positive and mr negative ones if and only
+            # if its Schur complement W + delta_w M + J^T J / delta_c is
+            # positive definite (dependent rows of J included). The 1 /
+            # delta_c scale costs digits: curvature below ~1e-16 |J|^2 /
+            # delta_c is not resolved. Unlike the eigenvalues it does not
+            # reject a matrix made nearly singular by nearly dependent rows of
+            # J while the reduced Hessian is positive definite; on the double
+            # pendulum on a cart it picks the delta_w of a null-space test
+            # Z^T (W + delta_w M) Z > 0 at every iteration (docs/optimisation.md
+            # section 3).
+            _, _, _, metric, _ = condensed
+            schur = w_r
+            if mr > 0:
+                schur = schur + jac_r.T @ jac_r / delta_c
+
+            def inertia_ok(delta):
+                pivots = jnp.diagonal(_cholesky(schur + delta * metric))
+                return jnp.all(jnp.isfinite(pivots)) & jnp.all(pivots**2 > round_off)
 
         def cond(state):
             delta, ok, tries = state
