@@ -24,6 +24,51 @@ _HS071_BOUNDS = (jnp.array([1.0, 1, 1, 1, 25]), jnp.array([5.0, 5, 5, 5, jnp.inf
 _HS071_START = jnp.array([1.0, 5, 5, 1, 25])
 
 
+def _problems():
+    """(objective, constraints, x0, lower, upper, args, eliminate), fresh
+    functions on every call so that each solve traces anew."""
+
+    def hs071(v, args):
+        return _hs071_objective(v, args)
+
+    def hs071_c(v, radius2):
+        return _hs071_constraints(v, radius2)
+
+    def rolled(v, args):
+        return _hs071_objective(jnp.roll(v, -1), args)
+
+    def rolled_c(v, radius2):
+        # s - x1 x2 x3 x4 = 0: unit diagonal in the eliminated unknown.
+        return -_hs071_constraints(jnp.roll(v, -1), radius2)
+
+    def quartic(x, args):
+        d = x[0] - x[1]
+        return d**4 - d**2
+
+    def twice(x, args):
+        return jnp.stack([x[0] + x[1] - 1, 2 * x[0] + 2 * x[1] - 2])
+
+    def rosenbrock(x, args):
+        return (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
+
+    def none(x, args):
+        return jnp.zeros(0)
+
+    free = (jnp.full(2, -jnp.inf), jnp.full(2, jnp.inf))
+    rolled_bounds = tuple(jnp.roll(b, 1) for b in _HS071_BOUNDS)
+    return {
+        "hs071": (hs071, hs071_c, _HS071_START, *_HS071_BOUNDS, 40.0, 0),
+        "hs071 condensed": (
+            rolled, rolled_c, jnp.roll(_HS071_START, 1), *rolled_bounds, 40.0, 1,
+        ),
+        "dependent rows": (quartic, twice, jnp.array([0.6, 0.4]), *free, None, 0),
+        "no constraints": (
+            rosenbrock, none, jnp.array([-1.2, 1.0]), free[0],
+            jnp.array([0.5, jnp.inf]), None, 0,
+        ),
+    }  # fmt: skip
+
+
 def test_hs071_reaches_the_published_optimum():
     """Hock-Schittkowski problem 71 (the IPOPT tutorial problem): f* =
     17.0140173 at x* = (1, 4.7429994, 3.8211503, 1.3794082); IPOPT takes 8
@@ -64,17 +109,8 @@ def test_hs035_convex_qp_with_an_inequality():
 def test_nonconvex_objective_with_an_active_bound_and_no_constraints():
     """Rosenbrock with x <= 0.5: the minimum is on the bound, at (0.5, 0.25),
     f = 0.25. Its Hessian is indefinite on the way (the inertia correction)."""
-
-    def objective(x, args):
-        return (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
-
-    def constraints(x, args):
-        return jnp.zeros(0)
-
-    sol = interior_point(
-        objective, constraints, jnp.array([-1.2, 1.0]),
-        jnp.full(2, -jnp.inf), jnp.array([0.5, jnp.inf]),
-    )  # fmt: skip
+    objective, constraints, x0, lower, upper, args, _ = _problems()["no constraints"]
+    sol = interior_point(objective, constraints, x0, lower, upper, args)
     assert bool(sol.converged)
     np.testing.assert_allclose(sol.x, [0.5, 0.25], atol=1e-7)
     assert float(sol.z_upper[0]) > 0  # the bound holds it
@@ -114,18 +150,8 @@ def test_dependent_equality_constraints_with_negative_curvature():
     delta_w while IPOPT's delta_c keeps the dependent rows' eigenvalues negative.
     f = d^4 - d^2 with d = x - y on x + y = 1: from d = 0.2 the minimum at
     d = 1 / sqrt(2)."""
-
-    def objective(x, args):
-        d = x[0] - x[1]
-        return d**4 - d**2
-
-    def constraints(x, args):
-        return jnp.stack([x[0] + x[1] - 1, 2 * x[0] + 2 * x[1] - 2])
-
-    sol = interior_point(
-        objective, constraints, jnp.array([0.6, 0.4]),
-        jnp.full(2, -jnp.inf), jnp.full(2, jnp.inf),
-    )  # fmt: skip
+    objective, constraints, x0, lower, upper, args, _ = _problems()["dependent rows"]
+    sol = interior_point(objective, constraints, x0, lower, upper, args)
     assert bool(sol.converged) and not bool(sol.failed)
     d = 2**-0.5
     np.testing.assert_allclose(sol.x, [(1 + d) / 2, (1 - d) / 2], atol=1e-7)
@@ -135,20 +161,10 @@ def test_eliminating_constraints_takes_the_same_steps():
     """HS 71 with the slack s first: its defining constraint s - x1 x2 x3 x4 = 0
     determines it, so it can be eliminated (condensing). The steps are the same
     as on the full KKT system: same iterations, same optimum."""
-
-    def objective(v, args):
-        return _hs071_objective(jnp.roll(v, -1), args)
-
-    def constraints(v, radius2):
-        # s - x1 x2 x3 x4 = 0: unit diagonal in the eliminated unknown.
-        return -_hs071_constraints(jnp.roll(v, -1), radius2)
-
-    bounds = tuple(jnp.roll(b, 1) for b in _HS071_BOUNDS)
-    full = interior_point(
-        objective, constraints, jnp.roll(_HS071_START, 1), *bounds, 40.0
-    )
+    objective, constraints, x0, lower, upper, args, e = _problems()["hs071 condensed"]
+    full = interior_point(objective, constraints, x0, lower, upper, args)
     condensed = interior_point(
-        objective, constraints, jnp.roll(_HS071_START, 1), *bounds, 40.0, eliminate=1
+        objective, constraints, x0, lower, upper, args, eliminate=e
     )
     assert bool(condensed.converged)
     assert int(condensed.iterations) == int(full.iterations)
@@ -180,50 +196,6 @@ def test_infeasible_linearization_is_reported_not_claimed():
     assert bool(sol.failed) and not bool(sol.converged)
     assert np.all(np.isfinite(sol.x)) and np.all(sol.x[1:] > 0)
     assert float(sol.max_violation) > 1e-3
-
-
-def _problems():
-    """(objective, constraints, x0, lower, upper, args, eliminate), fresh
-    functions on every call so that each solve traces anew."""
-
-    def hs071(v, args):
-        return _hs071_objective(v, args)
-
-    def hs071_c(v, radius2):
-        return _hs071_constraints(v, radius2)
-
-    def rolled(v, args):
-        return _hs071_objective(jnp.roll(v, -1), args)
-
-    def rolled_c(v, radius2):
-        return -_hs071_constraints(jnp.roll(v, -1), radius2)
-
-    def quartic(x, args):
-        d = x[0] - x[1]
-        return d**4 - d**2
-
-    def twice(x, args):
-        return jnp.stack([x[0] + x[1] - 1, 2 * x[0] + 2 * x[1] - 2])
-
-    def rosenbrock(x, args):
-        return (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
-
-    def none(x, args):
-        return jnp.zeros(0)
-
-    free = (jnp.full(2, -jnp.inf), jnp.full(2, jnp.inf))
-    rolled_bounds = tuple(jnp.roll(b, 1) for b in _HS071_BOUNDS)
-    return {
-        "hs071": (hs071, hs071_c, _HS071_START, *_HS071_BOUNDS, 40.0, 0),
-        "hs071 condensed": (
-            rolled, rolled_c, jnp.roll(_HS071_START, 1), *rolled_bounds, 40.0, 1,
-        ),
-        "dependent rows": (quartic, twice, jnp.array([0.6, 0.4]), *free, None, 0),
-        "no constraints": (
-            rosenbrock, none, jnp.array([-1.2, 1.0]), free[0],
-            jnp.array([0.5, jnp.inf]), None, 0,
-        ),
-    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
