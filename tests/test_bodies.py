@@ -234,3 +234,24 @@ def test_alike_parts_are_batched_without_changing_rows_or_order():
     )
     kinetic = sum(link.kinetic_energy(q, qd, p) for link in links)
     assert float(system.lagrangian(0.0, q, qd, p)) == pytest.approx(float(kinetic))
+
+
+def test_backsolve_adjoint_on_an_assembled_system_without_loads():
+    """diffrax's BacksolveAdjoint strips gradients from the solver state (which
+    holds the terms, so the assembled Lagrangian) with equinox's tree_at, which
+    failed on an empty tuple of loads inside it. A free body thrown up: y(T) =
+    y0 + v0 T - g T^2 / 2, so dy(T)/dv0 = T."""
+    import diffrax as dfx
+
+    system = lb.assemble([lb.PlanarBody(0, 1.0, 1.0)], gravity=(0.0, -9.81))
+
+    def height(v0):
+        sol = lx.simulate(
+            system, jnp.zeros(3), jnp.array([0.0, v0, 0.0]), {}, t1=0.5,
+            adjoint=dfx.BacksolveAdjoint(), rtol=1e-10, atol=1e-10,
+        )  # fmt: skip
+        return sol.q[-1, 1]
+
+    value, slope = jax.value_and_grad(height)(2.0)
+    assert float(value) == pytest.approx(2.0 * 0.5 - 9.81 * 0.5**2 / 2, rel=1e-9)
+    assert float(slope) == pytest.approx(0.5, rel=1e-8)

@@ -39,7 +39,10 @@ def _check_layout(bodies: Sequence[AbstractBody]) -> int:
 
 class _Lagrangian(eqx.Module):
     bodies: Batched
-    loads: tuple[AbstractLoad, ...]
+    # None, not (), when there are none: equinox's tree_at (which diffrax's
+    # BacksolveAdjoint applies to the solver state, holding the terms) fails on
+    # an empty tuple inside the subtree it replaces.
+    loads: tuple[AbstractLoad, ...] | None
     gravity: Value
     n: int = eqx.field(static=True)
 
@@ -56,7 +59,7 @@ class _Lagrangian(eqx.Module):
                 lagrangian -= body.potential_energy(q_, params, self.gravity)
             return lagrangian
 
-        potential = sum(load.potential(t, q, params) for load in self.loads)
+        potential = sum(load.potential(t, q, params) for load in self.loads or ())
         return self.bodies.total(energy, q, qd) - potential
 
 
@@ -128,7 +131,7 @@ def assemble(
     has_rows = bool(joints) or any(isinstance(b, SpatialBody) for b in bodies)
     batched = Batched.of(bodies, n)
     return System(
-        _Lagrangian(batched, loads, gravity, n),
+        _Lagrangian(batched, loads or None, gravity, n),
         _Constraints(Batched.of(joints, n), batched) if has_rows else None,
         _Forces(loads) if loads else None,
         _VelocityConstraints(Batched.of(velocity_constraints, n))
