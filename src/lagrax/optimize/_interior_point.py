@@ -276,7 +276,7 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         the KKT matrix has n positive and m negative eigenvalues: the step is
         then a descent direction of the merit function."""
         delta_c = jnp.where(mr > 0, 1e-8 * mu**0.25, 0.0)
-        _, _, w_r, _, jac_r = condensed
+        _, _, w_r, metric, jac_r = condensed
 
         # Zero, to round-off of the unregularized matrix: a threshold that does
         # not grow with delta_w (which would hide the -delta_c of dependent
@@ -310,7 +310,6 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
             # pendulum on a cart it picks the delta_w of a null-space test
             # Z^T (W + delta_w M) Z > 0 at every iteration (docs/optimisation.md
             # section 3).
-            _, _, _, metric, _ = condensed
             schur = w_r
             if mr > 0:
                 schur = schur + jac_r.T @ jac_r / delta_c
