@@ -263,12 +263,13 @@ def test_errors_name_the_argument():
 
 def test_segment_derivatives_equal_autodiff_of_the_whole_problem():
     """The solver's Jacobian and Lagrangian Hessian, assembled from per-segment
-    blocks (forward mode; forward over reverse), equal jax.jacfwd and
+    blocks (forward mode; forward over reverse), and the structured products
+    of the condensed Newton step, equal jax.jacfwd and
     jax.hessian of the whole transcribed problem: a pendulum in Cartesian
     coordinates (nonlinear, projected segment ends), a piecewise-linear control
     (windows shared by neighbouring segments), a path constraint and terminal
     conditions, at a random point and random multipliers."""
-    from lagrax.optimize._control import _transcribe
+    from lagrax.optimize._control import _Chain, _transcribe
 
     kk = 3
     control = lx.PiecewiseLinear(0.0, 1.0, num_knots=kk + 1)
@@ -300,4 +301,26 @@ def test_segment_derivatives_equal_autodiff_of_the_whole_problem():
     expected = jax.hessian(
         lambda x: problem.objective(x, params) + lam @ problem.constraints(x, params)
     )(x)
-    np.testing.assert_allclose(hess, expected, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(hess.dense(), expected, rtol=1e-9, atol=1e-10)
+    # The products the condensed Newton step uses, and the recursion for Jy^-1
+    # (Jy^-T), equal their dense counterparts.
+    v = jax.random.normal(keys[0], (problem.size, 4))
+    np.testing.assert_allclose(
+        jax.vmap(hess.mv, 1, 1)(v), expected @ v, rtol=1e-9, atol=1e-10
+    )
+    np.testing.assert_allclose(
+        hess.sandwich(v), v.T @ expected @ v, rtol=1e-9, atol=1e-10
+    )
+    e = problem.num_nodes
+    chain = _Chain(e, 2 * problem.n)
+    for transpose in (False, True):
+        dense = jax.scipy.linalg.solve_triangular(
+            jac[:e, :e], v[:e], lower=True, unit_diagonal=True, trans=int(transpose)
+        )
+        np.testing.assert_allclose(
+            chain.solve(jac, v[:e], transpose), dense, rtol=1e-10, atol=1e-12
+        )
+        np.testing.assert_allclose(
+            chain.solve(jac, v[:e, 0], transpose), dense[:, 0], rtol=1e-10,
+            atol=1e-12,
+        )  # fmt: skip

@@ -43,7 +43,7 @@ from .._simulate import default_stabilization, simulate
 from .._stabilization import AbstractStabilization, NoStabilization
 from .._system import System, function_name
 from .._trajectory import Trajectory, evaluate_trajectory
-from ._interior_point import interior_point
+from ._interior_point import Elimination, StructuredHessian, interior_point
 
 
 class ControlResult(eqx.Module):
@@ -233,7 +233,8 @@ def _nlp(problem, params, x0, condense, tol, max_steps, progress):
         problem.objective, problem.constraints, x0, problem.lower, problem.upper,
         params,
         hessian=problem.hessian, jacobian=problem.jacobian,
-        eliminate=problem.num_nodes if condense else 0, tol=tol,
+        eliminate=_Chain(problem.num_nodes, 2 * problem.n) if condense else 0,
+        tol=tol,
         max_steps=max_steps, progress=progress,
     )  # fmt: skip
 
@@ -680,22 +681,12 @@ class _Transcription(eqx.Module):
         segment, flat, ks = self._local_functions(x, params)
         two_n = 2 * self.n
         lam_c = lam[: self.num_nodes].reshape(self.segments, two_n)
-        lam_o = lam[self.num_nodes :]
 
         def weighted(z, k, l):
             return -l @ segment(z, k)
 
         blocks = jax.vmap(jax.hessian(weighted))(flat, ks, lam_c)
-        variables = self._segment_variables()
-        hess = jnp.zeros((self.size, self.size), x.dtype)
-        hess = hess.at[variables[:, :, None], variables[:, None, :]].add(
-            blocks, mode="drop"
-        )
-
-        def rest(x):
-            return self.objective(x, params) + lam_o @ self._others(x, params)
-
-        return hess + jax.hessian(rest)(x)
+        return _ShootingHessian(self, x, lam[self.num_nodes :], params, blocks)
 
     def guess(self, params, states_guess):
         n, kk = self.n, self.segments
@@ -728,3 +719,87 @@ class _Transcription(eqx.Module):
             g = self._others(x, params)[-self.num_slacks :]
             x = x.at[self.size - self.num_slacks :].set(jnp.maximum(-g, 0.0))
         return x
+
+
+class _Chain(Elimination):
+    """The continuity conditions S_(k+1) - F_k(S_k, u) = 0 of the nodes in
+    order: Jy is the identity less the blocks A_k = dF_k/dS_k below its
+    diagonal, so Jy^-1 b is the recursion y_k = b_k + A_k y_(k-1) (and Jy^-T b
+    the same backwards), K small products instead of a dense triangular
+    solve."""
+
+    block: int = eqx.field(static=True)
+
+    def solve(self, jac, b, transpose=False):
+        kk, s = self.size // self.block, self.block
+        jy = jac[: self.size, : self.size].reshape(kk, s, kk, s)
+        below = -jy[np.arange(1, kk), :, np.arange(kk - 1), :]  # A_1 .. A_(K-1)
+        rows = b.reshape(kk, s, -1)
+        if transpose:
+            # y_(K-1) = b_(K-1), y_k = b_k + A_(k+1)^T y_(k+1).
+            a, rows = jnp.swapaxes(below, 1, 2)[::-1], rows[::-1]
+        else:
+            a = below
+
+        def body(y, ab):
+            a_k, b_k = ab
+            y = b_k + a_k @ y
+            return y, y
+
+        first = rows[0]
+        _, rest = jax.lax.scan(body, first, (a, rows[1:]))
+        y = jnp.concatenate([first[None], rest])
+        if transpose:
+            y = y[::-1]
+        return y.reshape(b.shape)
+
+
+class _ShootingHessian(StructuredHessian):
+    """The Hessian of the Lagrangian of a multiple-shooting problem as its
+    parts: one (L, L) block per segment over the segment's own unknowns (its
+    start node and control windows), and the Hessian of the rest (cost,
+    terminal and path constraints), applied by forward-over-reverse products
+    instead of formed over all of x."""
+
+    problem: "_Transcription"
+    x: Array
+    lam_others: Array
+    params: PyTree
+    blocks: Array  # (K, L, L)
+
+    def _rest(self, x):
+        problem, params = self.problem, self.params
+        return problem.objective(x, params) + self.lam_others @ problem._others(
+            x, params
+        )
+
+    def _local(self, v):
+        """v (n, ...) gathered per segment (K, L, ...): 0 for the fixed start."""
+        pad = jnp.concatenate([v, jnp.zeros((1, *v.shape[1:]), v.dtype)])
+        return pad[self.problem._segment_variables()]
+
+    def mv(self, v):
+        local = jnp.einsum("klm,km->kl", self.blocks, self._local(v))
+        out = (
+            jnp.zeros_like(v)
+            .at[self.problem._segment_variables()]
+            .add(local, mode="drop")
+        )
+        _, rest = jax.jvp(jax.grad(self._rest), (self.x,), (v,))
+        return out + rest
+
+    def sandwich(self, p):
+        local = self._local(p)  # (K, L, k)
+        segments = jnp.einsum("kla,klm,kmb->ab", local, self.blocks, local)
+        zero = jnp.zeros(p.shape[1], p.dtype)
+        rest = jax.hessian(lambda v: self._rest(self.x + p @ v))(zero)
+        return segments + rest
+
+    def dense(self):
+        size = self.x.shape[0]
+        variables = self.problem._segment_variables()
+        hess = jnp.zeros((size, size), self.x.dtype)
+        hess = hess.at[variables[:, :, None], variables[:, None, :]].add(
+            self.blocks, mode="drop"
+        )
+        return hess + jax.hessian(self._rest)(self.x)

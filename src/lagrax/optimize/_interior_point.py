@@ -60,6 +60,49 @@ class NLPSolution(eqx.Module):
     failed: Array
 
 
+class Elimination(eqx.Module):
+    """The first `size` constraints determine the first `size` unknowns: their
+    Jacobian block Jy = dc[:size]/dx[:size] is lower triangular with a unit
+    diagonal. `solve` applies Jy^-1 (or Jy^-T) to a vector or matrix; this one
+    by a dense triangular solve. A caller whose Jy has more structure (multiple
+    shooting: block bidiagonal) subclasses it with a cheaper `solve`."""
+
+    size: int = eqx.field(static=True)
+
+    def solve(self, jac: Array, b: Array, transpose: bool = False) -> Array:
+        return _solve_unit_lower(jac[: self.size, : self.size], b, int(transpose))
+
+
+class StructuredHessian(eqx.Module):
+    """The Hessian of the Lagrangian as the products the condensed Newton step
+    needs, for a caller who knows its structure (`hessian` may return one of
+    these instead of an (n, n) array): `mv(v) = W v`, `sandwich(p) = p^T W p`
+    for p of shape (n, k), and `dense()`, the (n, n) array (where nothing is
+    eliminated)."""
+
+    def mv(self, v: Array) -> Array:
+        raise NotImplementedError
+
+    def sandwich(self, p: Array) -> Array:
+        raise NotImplementedError
+
+    def dense(self) -> Array:
+        raise NotImplementedError
+
+
+class _Dense(StructuredHessian):
+    matrix: Array
+
+    def mv(self, v):
+        return self.matrix @ v
+
+    def sandwich(self, p):
+        return p.T @ self.matrix @ p
+
+    def dense(self):
+        return self.matrix
+
+
 def interior_point(
     objective: Callable[[Array, PyTree], Array],
     constraints: Callable[[Array, PyTree], Array],
@@ -70,7 +113,7 @@ def interior_point(
     *,
     hessian: Callable | None = None,
     jacobian: Callable | None = None,
-    eliminate: int = 0,
+    eliminate: int | Elimination = 0,
     tol: float = 1e-8,
     max_steps: int = 200,
     progress: Callable | None = None,
@@ -85,7 +128,8 @@ def interior_point(
     - `lower`, `upper`: bounds (n,), `-inf` / `inf` where there are none.
     - `args`: passed to the functions; a batch of problems is `jax.vmap` over it.
     - `hessian`: `hessian(x, lam, args) -> (n, n)`, the Hessian of
-        f + lam . c; default by `jax.hessian`.
+        f + lam . c (or a [`StructuredHessian`][] of it); default by
+        `jax.hessian`.
     - `jacobian`: `jacobian(x, args) -> (m, n)`, the Jacobian of c; default by
         `jax.jacfwd`.
     - `eliminate`: e > 0 when the first e constraints determine the first e
@@ -94,7 +138,8 @@ def interior_point(
         S_(k+1) - F(S_k, ...) = 0 in node order, determine the node states).
         Each Newton step then eliminates them (condensing, Bock & Plitt 1984) and
         factorizes a KKT matrix of the other n - e unknowns and m - e constraints
-        only; the step is the same.
+        only; the step is the same. An [`Elimination`][] instead of e applies
+        Jy^-1 the caller's way.
     - `tol`: the optimality error at which to stop.
     - `max_steps`: Newton iterations at most.
     - `progress`: `progress(iteration, objective, violation, kkt_error, mu,
@@ -247,23 +292,26 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         ratio = jnp.where(dv < 0, -tau * v / jnp.where(dv < 0, dv, -1.0), jnp.inf)
         return jnp.minimum(1.0, jnp.min(ratio, initial=jnp.inf))
 
-    e = eliminate
+    elimination = (
+        eliminate if isinstance(eliminate, Elimination) else Elimination(eliminate)
+    )
+    e = elimination.size
     nv, mr = n - e, m - e  # the unknowns and constraints the KKT matrix keeps
 
-    def condense(w, jac):
-        """The Newton system on the n - e unknowns that stay. The first e
-        constraints give the eliminated step as dy = T dv - Jy^-1 c_e; with
-        P = [T; I], the KKT matrix keeps P^T W P and J_rest P, and its inertia
-        is that of the full matrix less (e, e)."""
+    def condense(w, sigma, jac):
+        """The Newton system on the n - e unknowns that stay (W = w +
+        diag(sigma)). The first e constraints give the eliminated step as
+        dy = T dv - Jy^-1 c_e; with P = [T; I], the KKT matrix keeps P^T W P and
+        J_rest P, and its inertia is that of the full matrix less (e, e)."""
         if e == 0:
-            return None, None, w, jnp.eye(n, dtype=dtype), jac
-        lu_y = jac[:e, :e]  # unit lower triangular
-        t = -_solve_unit_lower(lu_y, jac[:e, e:])
+            return None, w.dense() + jnp.diag(sigma), jnp.eye(n, dtype=dtype), jac
+        t = -elimination.solve(jac, jac[:e, e:])
         p = jnp.concatenate([t, jnp.eye(nv, dtype=dtype)])
-        return lu_y, p, p.T @ w @ p, p.T @ p, jac[e:] @ p
+        w_r = w.sandwich(p) + (p.T * sigma) @ p
+        return p, w_r, p.T @ p, jac[e:] @ p
 
     def kkt_matrix(condensed, delta_w, delta_c):
-        _, _, w_r, metric, jac_r = condensed
+        _, w_r, metric, jac_r = condensed
         return jnp.block(
             [
                 [w_r + delta_w * metric, jac_r.T],
@@ -276,7 +324,7 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         the KKT matrix has n positive and m negative eigenvalues: the step is
         then a descent direction of the merit function."""
         delta_c = jnp.where(mr > 0, 1e-8 * mu**0.25, 0.0)
-        _, _, w_r, metric, jac_r = condensed
+        _, w_r, metric, jac_r = condensed
 
         # Zero, to round-off of the unregularized matrix: a threshold that does
         # not grow with delta_w (which would hide the -delta_c of dependent
@@ -335,29 +383,32 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         delta, ok, _ = jax.lax.while_loop(cond, body, (zero, inertia_ok(zero), 0))
         return delta, delta_c, ok
 
-    def factorize(condensed, w, jac, delta_w, delta_c):
+    def factorize(condensed, w, sigma, jac, delta_w, delta_c):
         """solve(g, c) -> (dx, lam) of [W + delta_w I, J^T; J, -delta_c I]
         [dx; lam] = -[g; c] (delta_c on the constraints kept), one factorization
         for the step and its second-order correction."""
-        lu_y, p, *_ = condensed
+        p = condensed[0]
         lu = _lu_factor(kkt_matrix(condensed, delta_w, delta_c))
 
         def solve(g, cv):
             if e == 0:
                 sol = _lu_solve(*lu, -jnp.concatenate([g, cv]))
                 return sol[:n], sol[n:]
-            h = w + delta_w * jnp.eye(n, dtype=dtype)
+
+            def h(v):
+                return w.mv(v) + (sigma + delta_w) * v
+
             p0 = jnp.concatenate(
-                [-_solve_unit_lower(lu_y, cv[:e]), jnp.zeros(nv, dtype)]
+                [-elimination.solve(jac, cv[:e]), jnp.zeros(nv, dtype)]
             )
-            rhs = jnp.concatenate([p.T @ (g + h @ p0), cv[e:] + jac[e:] @ p0])
+            rhs = jnp.concatenate([p.T @ (g + h(p0)), cv[e:] + jac[e:] @ p0])
             sol = _lu_solve(*lu, -rhs)
             dx = p @ sol[:nv] + p0
             lam_rest = sol[nv:]
             # The eliminated constraints' multipliers, from the stationarity
             # rows of the eliminated unknowns: Jy^T lam_e = -(H dx + g + ...)_y.
-            lam_e = -_solve_unit_lower(
-                lu_y, (h @ dx + g)[:e] + jac[e:, :e].T @ lam_rest, trans=1
+            lam_e = -elimination.solve(
+                jac, (h(dx) + g)[:e] + jac[e:, :e].T @ lam_rest, transpose=True
             )
             return dx, jnp.concatenate([lam_e, lam_rest])
 
@@ -392,10 +443,12 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
             - jnp.where(has_lo, mu_new / s_lo, 0.0)
             + jnp.where(has_hi, mu_new / s_hi, 0.0)
         )
-        w = hessian(x, lam, args) + jnp.diag(sigma)
-        condensed = condense(w, jac)
+        w = hessian(x, lam, args)
+        if not isinstance(w, StructuredHessian):
+            w = _Dense(jnp.asarray(w, dtype).reshape(n, n))
+        condensed = condense(w, sigma, jac)
         delta_w, delta_c, inertia = correct_inertia(condensed, delta_last, mu_new)
-        solve = factorize(condensed, w, jac, delta_w, delta_c)
+        solve = factorize(condensed, w, sigma, jac, delta_w, delta_c)
         dx, lam_new = solve(grad_barrier, cx)
         dz_lo = jnp.where(has_lo, mu_new / s_lo - z_lo - z_lo / s_lo * dx, 0.0)
         dz_hi = jnp.where(has_hi, mu_new / s_hi - z_hi + z_hi / s_hi * dx, 0.0)
