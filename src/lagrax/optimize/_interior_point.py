@@ -508,40 +508,52 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         # backtracking on the Newton step of c(x) = 0 alone (the same KKT
         # matrix without the gradient), accepted once the violation falls; the
         # filter then starts again from the point left.
-        dx_feas, _ = solve(jnp.zeros_like(grad_barrier), cx)
-        alpha_feas = jnp.minimum(
-            fraction_to_boundary(s_lo, jnp.where(has_lo, dx_feas, 0.0), tau),
-            fraction_to_boundary(s_hi, jnp.where(has_hi, -dx_feas, 0.0), tau),
-        )
+        def max_step(direction):
+            return jnp.minimum(
+                fraction_to_boundary(s_lo, jnp.where(has_lo, direction, 0.0), tau),
+                fraction_to_boundary(s_hi, jnp.where(has_hi, -direction, 0.0), tau),
+            )
 
         def search_cond(search):
             return ~search[2] & (search[4] < _MAX_BACKTRACKS + 2)
 
         def search_body(search):
-            alpha, phase, _, _, tries, step_x, _, _, c_first = search
+            alpha, phase, _, _, tries, step_x, _, _, c_first, feas = search
             trial = x + step_x
             c_t, f_t = c(trial), f(trial)
             ok, f_type, theta_t = test(trial, c_t, f_t, alpha, phase)
             c_first = jnp.where(phase == 0, c_t, c_first)
             # What to try next if this one fails.
-            dx_soc, _ = solve(grad_barrier, alpha_max * cx + c_first)
-            alpha_soc = jnp.minimum(
-                fraction_to_boundary(s_lo, jnp.where(has_lo, dx_soc, 0.0), tau),
-                fraction_to_boundary(s_hi, jnp.where(has_hi, -dx_soc, 0.0), tau),
-            )
             soc_next = (phase == 0) & (theta_t >= theta)
+            restore_next = (phase == 2) & (tries >= _RESTORE_AFTER)
+
+            # One solve, and only where the next trial needs a new direction:
+            # the second-order correction, or on entering the restoration the
+            # Newton step of c(x) = 0 alone.
+            def new_direction():
+                g = jnp.where(soc_next, grad_barrier, 0.0)
+                cv = jnp.where(soc_next, alpha_max * cx + c_first, cx)
+                return solve(g, cv)[0]
+
+            fresh = jax.lax.cond(
+                ~ok & (soc_next | restore_next),
+                new_direction,
+                lambda: jnp.zeros_like(dx),
+            )
+            alpha_fresh = max_step(fresh)
+            feas = jnp.where(restore_next, fresh, feas)
+            restore = (phase == 3) | restore_next
             back_alpha = jnp.where(phase == 2, alpha / 2, alpha_max / 2)
-            restore = (phase == 3) | ((phase == 2) & (tries >= _RESTORE_AFTER))
             back_alpha = jnp.where(
                 phase == 3,
                 alpha / 2,
-                jnp.where(restore, alpha_feas, back_alpha),
+                jnp.where(restore_next, alpha_fresh, back_alpha),
             )
-            next_alpha = jnp.where(soc_next, alpha_soc, back_alpha)
+            next_alpha = jnp.where(soc_next, alpha_fresh, back_alpha)
             next_step = jnp.where(
                 soc_next,
-                alpha_soc * dx_soc,
-                back_alpha * jnp.where(restore, dx_feas, dx),
+                alpha_fresh * fresh,
+                back_alpha * jnp.where(restore, feas, dx),
             )
             next_phase = jnp.where(soc_next, 1, jnp.where(restore, 3, 2))
             return (
@@ -554,11 +566,12 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
                 (c_t, f_t),
                 ok,
                 c_first,
+                feas,
             )
 
         no = jnp.array(False)
         first = (alpha_max, jnp.array(0), no, no, jnp.array(0), alpha_max * dx,
-                 (cx, fx), no, cx)  # fmt: skip
+                 (cx, fx), no, cx, jnp.zeros_like(dx))  # fmt: skip
         alpha, phase, accepted, f_type, _, step_x, (c_new, f_new), *_ = (
             jax.lax.while_loop(search_cond, search_body, first)
         )
