@@ -11,9 +11,13 @@ KKT matrix read from its eigenvalues, or above 128 rows from a Cholesky
 factorization of its Schur complement (dense: no inertia-revealing sparse
 factorization needed). In place of IPOPT's restoration phase (a second
 optimisation problem) a short one: where backtracking fails, backtracking on
-the Newton step of c(x) = 0 alone, accepted once the violation falls, after
-which the filter starts again. It rescues searches stalled by the filter (the
-swing-up with a 0.114 kg pole); it does not rescue a problem whose linearized
+the least-norm step to the linearized constraints (min dx^T (Sigma + I) dx
+s.t. J dx = -c, the barrier's Sigma kept, the Hessian left out), accepted once
+the violation falls, after which the filter starts again. It rescues searches
+stalled by the filter (the swing-up with a 0.114 kg pole) and by a huge Newton
+step (the swing-up in (x, theta) with a 0.16905 kg pole, where the violation
+falls along the Newton step of c = 0 only over 1e-5 of it); it does not
+rescue a problem whose linearized
 constraints point away from the bounds (Wachter and Biegler's own example in
 the paper above, min x1 s.t. x1^2 - x2 - 1 = 0, x1 - x3 - 1/2 = 0, x2, x3 >= 0
 from (-2, 1, 1), still ends with a failed line search, reported).
@@ -88,6 +92,20 @@ class StructuredHessian(eqx.Module):
 
     def dense(self) -> Array:
         raise NotImplementedError
+
+
+class _Zero(StructuredHessian):
+    size: int = eqx.field(static=True)
+    dtype: jnp.dtype = eqx.field(static=True)
+
+    def mv(self, v):
+        return jnp.zeros_like(v)
+
+    def sandwich(self, p):
+        return jnp.zeros((p.shape[1], p.shape[1]), p.dtype)
+
+    def dense(self):
+        return jnp.zeros((self.size, self.size), self.dtype)
 
 
 class _Dense(StructuredHessian):
@@ -514,6 +532,19 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
                 fraction_to_boundary(s_hi, jnp.where(has_hi, -direction, 0.0), tau),
             )
 
+        def feasibility_step():
+            """The least-norm step to the linearized constraints, min 1/2
+            dx^T (Sigma + I) dx s.t. J dx = -c (the Hessian left out, the
+            barrier kept, as in IPOPT's restoration phase): where the
+            Newton step is huge (the Hessian nearly singular on the
+            linearized constraints), the violation falls only over a
+            vanishing step along it, and this one is the shortest."""
+            zero = _Zero(n, dtype)
+            reduced = condense(zero, sigma, jac)
+            return factorize(reduced, zero, sigma, jac, 1.0, delta_c)(
+                jnp.zeros_like(grad_barrier), cx
+            )[0]
+
         def search_cond(search):
             return ~search[2] & (search[4] < _MAX_BACKTRACKS + 2)
 
@@ -527,13 +558,15 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
             soc_next = (phase == 0) & (theta_t >= theta)
             restore_next = (phase == 2) & (tries >= _RESTORE_AFTER)
 
-            # One solve, and only where the next trial needs a new direction:
-            # the second-order correction, or on entering the restoration the
-            # Newton step of c(x) = 0 alone.
+            # A solve only where the next trial needs a new direction: the
+            # second-order correction, or on entering the restoration the
+            # feasibility step.
             def new_direction():
-                g = jnp.where(soc_next, grad_barrier, 0.0)
-                cv = jnp.where(soc_next, alpha_max * cx + c_first, cx)
-                return solve(g, cv)[0]
+                return jax.lax.cond(
+                    soc_next,
+                    lambda: solve(grad_barrier, alpha_max * cx + c_first)[0],
+                    feasibility_step,
+                )
 
             fresh = jax.lax.cond(
                 ~ok & (soc_next | restore_next),
