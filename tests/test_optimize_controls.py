@@ -290,40 +290,41 @@ def test_segment_derivatives_equal_autodiff_of_the_whole_problem():
         lambda q, qd, p: jnp.stack([q[0], qd[0]]),
         lambda t, q, qd, p: jnp.stack([qd @ qd - 4.0]), None, 1, None, None, None,
     )  # fmt: skip
-    keys = jax.random.split(jax.random.key(0), 2)
+    keys = jax.random.split(jax.random.key(0), 3)
     x = 0.3 * jax.random.normal(keys[0], (problem.size,))
     m = jax.eval_shape(problem.constraints, x, params).shape[0]
     lam = jax.random.normal(keys[1], (m,))
-    jac, hess = problem.jacobian(x, params), problem.hessian(x, lam, params)
-    np.testing.assert_allclose(
-        jac, jax.jacfwd(problem.constraints)(x, params), rtol=1e-10, atol=1e-12
-    )
-    expected = jax.hessian(
-        lambda x: problem.objective(x, params) + lam @ problem.constraints(x, params)
-    )(x)
-    np.testing.assert_allclose(hess.dense(), expected, rtol=1e-9, atol=1e-10)
-    # The products the condensed Newton step uses, and the recursion for Jy^-1
-    # (Jy^-T), equal their dense counterparts.
-    v = jax.random.normal(keys[0], (problem.size, 4))
-    np.testing.assert_allclose(
-        jax.vmap(hess.mv, 1, 1)(v), expected @ v, rtol=1e-9, atol=1e-10
-    )
-    np.testing.assert_allclose(
-        hess.sandwich(v), v.T @ expected @ v, rtol=1e-9, atol=1e-10
-    )
+    v = jax.random.normal(keys[2], (problem.size, 4))
     e = problem.num_nodes
     chain = _Chain(e, 2 * problem.n)
-    for transpose in (False, True):
-        dense = jax.scipy.linalg.solve_triangular(
-            jac[:e, :e], v[:e], lower=True, unit_diagonal=True, trans=int(transpose)
-        )
-        np.testing.assert_allclose(
-            chain.solve(jac, v[:e], transpose), dense, rtol=1e-10, atol=1e-12
-        )
-        np.testing.assert_allclose(
-            chain.solve(jac, v[:e, 0], transpose), dense[:, 0], rtol=1e-10,
-            atol=1e-12,
-        )  # fmt: skip
+
+    @jax.jit  # one compilation for every quantity compared
+    def compare(x, lam, v):
+        jac, hess = problem.jacobian(x, params), problem.hessian(x, lam, params)
+        expected = jax.hessian(
+            lambda x: (
+                problem.objective(x, params) + lam @ problem.constraints(x, params)
+            )
+        )(x)
+        pairs = [
+            (jac, jax.jacfwd(problem.constraints)(x, params)),
+            (hess.dense(), expected),
+            # The products the condensed Newton step uses, and the recursion
+            # for Jy^-1 (Jy^-T), against their dense counterparts.
+            (jax.vmap(hess.mv, 1, 1)(v), expected @ v),
+            (hess.sandwich(v), v.T @ expected @ v),
+        ]
+        for transpose in (False, True):
+            dense = jax.scipy.linalg.solve_triangular(
+                jac[:e, :e], v[:e], lower=True, unit_diagonal=True,
+                trans=int(transpose),
+            )  # fmt: skip
+            pairs.append((chain.solve(jac, v[:e], transpose), dense))
+            pairs.append((chain.solve(jac, v[:e, 0], transpose), dense[:, 0]))
+        return pairs
+
+    for got, want in compare(x, lam, v):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10)
 
 
 def test_cart_pole_in_minimal_coordinates_recovers_by_restoration():
