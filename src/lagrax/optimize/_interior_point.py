@@ -470,10 +470,15 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         dx, lam_new = solve(grad_barrier, cx)
         dz_lo = jnp.where(has_lo, mu_new / s_lo - z_lo - z_lo / s_lo * dx, 0.0)
         dz_hi = jnp.where(has_hi, mu_new / s_hi - z_hi + z_hi / s_hi * dx, 0.0)
-        alpha_max = jnp.minimum(
-            fraction_to_boundary(s_lo, jnp.where(has_lo, dx, 0.0), tau),
-            fraction_to_boundary(s_hi, jnp.where(has_hi, -dx, 0.0), tau),
-        )
+
+        def max_step(direction):
+            """The fraction to the boundary of a step of the unknowns."""
+            return jnp.minimum(
+                fraction_to_boundary(s_lo, jnp.where(has_lo, direction, 0.0), tau),
+                fraction_to_boundary(s_hi, jnp.where(has_hi, -direction, 0.0), tau),
+            )
+
+        alpha_max = max_step(dx)
         alpha_z = jnp.minimum(
             fraction_to_boundary(jnp.where(has_lo, z_lo, 1.0), dz_lo, tau),
             fraction_to_boundary(jnp.where(has_hi, z_hi, 1.0), dz_hi, tau),
@@ -523,15 +528,9 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         # against the Maratos effect); then backtracking on dx. Where that
         # fails too (the step has shrunk _RESTORE_AFTER times), a short
         # feasibility restoration instead of IPOPT's restoration phase:
-        # backtracking on the Newton step of c(x) = 0 alone (the same KKT
-        # matrix without the gradient), accepted once the violation falls; the
-        # filter then starts again from the point left.
-        def max_step(direction):
-            return jnp.minimum(
-                fraction_to_boundary(s_lo, jnp.where(has_lo, direction, 0.0), tau),
-                fraction_to_boundary(s_hi, jnp.where(has_hi, -direction, 0.0), tau),
-            )
-
+        # backtracking on the least-norm step to the linearized constraints
+        # (`feasibility_step`), accepted once the violation falls; the filter
+        # then starts again from the point left.
         def feasibility_step():
             """The least-norm step to the linearized constraints, min 1/2
             dx^T (Sigma + I) dx s.t. J dx = -c (the Hessian left out, the
