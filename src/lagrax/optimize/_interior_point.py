@@ -5,8 +5,8 @@
 in one `lax.while_loop`: jit-compiled, and `vmap`-able over many problems. The
 method of IPOPT (A. Wachter and L. T. Biegler, "On the implementation of an
 interior-point filter line-search algorithm for large-scale nonlinear
-programming", Math. Program. 106, 2006): its filter line search with one
-second-order correction and its default constants, and with the inertia of the
+programming", Math. Program. 106, 2006): its filter line search with up to four
+second-order corrections and its default constants, and with the inertia of the
 KKT matrix read from its eigenvalues, or above 128 rows from a Cholesky
 factorization of its Schur complement (dense: no inertia-revealing sparse
 factorization needed). In place of IPOPT's restoration phase (a second
@@ -239,6 +239,7 @@ _GAMMA_THETA, _GAMMA_PHI, _ETA_PHI, _S_THETA, _S_PHI = 1e-5, 1e-8, 1e-8, 1.1, 2.
 _FILTER = 64  # filter entries kept (when full, the newest overwrites the last)
 _RESTORE_AFTER = 14  # trials of the line search before it restores feasibility
 _EIGEN_UP_TO = 128  # KKT matrices up to this size: inertia from the eigenvalues
+_MAX_SOC, _KAPPA_SOC = 4, 0.99  # second-order corrections in a row, and their decrease
 
 
 @eqx.filter_jit
@@ -487,7 +488,7 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
         # algorithm A): a trial point is accepted if no filter entry dominates it
         # and it reduces the violation theta = |c|_1 or the barrier function phi
         # enough; where theta is small and dx a descent direction of phi, phi
-        # must decrease by Armijo instead. One second-order correction when the
+        # must decrease by Armijo instead. Second-order corrections when the
         # first trial is rejected for its violation (against the Maratos effect).
         theta, phi = jnp.sum(jnp.abs(cx)), barrier_of(x, fx, mu_new)
         theta0 = jnp.where(k == 0, theta, theta0)
@@ -523,10 +524,10 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
 
         # The trials, in one loop so that the constraints (a simulation, for
         # optimal control) are compiled once: x + alpha_max dx first; if it is
-        # rejected for its violation, one second-order correction (the step
-        # again, with the constraints at the trial point in the right-hand side,
-        # against the Maratos effect); then backtracking on dx. Where that
-        # fails too (the step has shrunk _RESTORE_AFTER times), a short
+        # rejected for its violation, up to _MAX_SOC second-order corrections
+        # (the step again, with the constraints at the trial points added to the
+        # right-hand side, against the Maratos effect); then backtracking on dx.
+        # Where that fails too (the step has shrunk _RESTORE_AFTER times), a short
         # feasibility restoration instead of IPOPT's restoration phase:
         # backtracking on the least-norm step to the linearized constraints
         # (`feasibility_step`), accepted once the violation falls; the filter
@@ -548,13 +549,22 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
             return ~search[2] & (search[4] < _MAX_BACKTRACKS + 2)
 
         def search_body(search):
-            alpha, phase, _, _, tries, step_x, _, _, c_first, feas = search
+            alpha, phase, _, _, tries, step_x, _, _, (c_soc, theta_last), feas = search
             trial = x + step_x
             c_t, f_t = c(trial), f(trial)
             ok, f_type, theta_t = test(trial, c_t, f_t, alpha, phase)
-            c_first = jnp.where(phase == 0, c_t, c_first)
-            # What to try next if this one fails.
-            soc_next = (phase == 0) & (theta_t >= theta)
+            # What to try next if this one fails: after the first trial, up to
+            # _MAX_SOC second-order corrections while each lowers the
+            # violation by _KAPPA_SOC (IPOPT's max_soc and kappa_soc), the
+            # constraints of each trial added to the right-hand side.
+            soc_next = ((phase == 0) & (theta_t >= theta)) | (
+                (phase == 1) & (tries < _MAX_SOC) & (theta_t <= _KAPPA_SOC * theta_last)
+            )
+            c_soc = jnp.where(
+                phase == 0,
+                alpha_max * cx + c_t,
+                jnp.where(phase == 1, alpha * c_soc + c_t, c_soc),
+            )
             restore_next = (phase == 2) & (tries >= _RESTORE_AFTER)
 
             # A solve only where the next trial needs a new direction: the
@@ -563,7 +573,7 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
             def new_direction():
                 return jax.lax.cond(
                     soc_next,
-                    lambda: solve(grad_barrier, alpha_max * cx + c_first)[0],
+                    lambda: solve(grad_barrier, c_soc)[0],
                     feasibility_step,
                 )
 
@@ -597,13 +607,13 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
                 jnp.where(ok, step_x, next_step),
                 (c_t, f_t),
                 ok,
-                c_first,
+                (c_soc, theta_t),
                 feas,
             )
 
         no = jnp.array(False)
         first = (alpha_max, jnp.array(0), no, no, jnp.array(0), alpha_max * dx,
-                 (cx, fx), no, cx, jnp.zeros_like(dx))  # fmt: skip
+                 (cx, fx), no, (cx, theta), jnp.zeros_like(dx))  # fmt: skip
         alpha, phase, accepted, f_type, _, step_x, (c_new, f_new), *_ = (
             jax.lax.while_loop(search_cond, search_body, first)
         )
