@@ -43,7 +43,7 @@ from .._simulate import default_stabilization, simulate
 from .._stabilization import AbstractStabilization, NoStabilization
 from .._system import System, function_name
 from .._trajectory import Trajectory, evaluate_trajectory
-from ._interior_point import Elimination, StructuredHessian, interior_point
+from ._interior_point import AbstractHessian, Elimination, interior_point
 
 
 class ControlResult(eqx.Module):
@@ -754,7 +754,7 @@ class _Chain(Elimination):
         return y.reshape(b.shape)
 
 
-class _ShootingHessian(StructuredHessian):
+class _ShootingHessian(AbstractHessian):
     """The Hessian of the Lagrangian of a multiple-shooting problem as its
     parts: one (L, L) block per segment over the segment's own unknowns (its
     start node and control windows), and the Hessian of the rest (cost,

@@ -26,6 +26,7 @@ It is the solver of `optimize_controls` (docs/optimisation.md section 3); the
 Hessian of the Lagrangian is exact (the caller's, or `jax.hessian`).
 """
 
+import abc
 from collections.abc import Callable
 
 import equinox as eqx
@@ -77,24 +78,27 @@ class Elimination(eqx.Module):
         return _solve_unit_lower(jac[: self.size, : self.size], b, int(transpose))
 
 
-class StructuredHessian(eqx.Module):
+class AbstractHessian(eqx.Module):
     """The Hessian of the Lagrangian as the products the condensed Newton step
     needs, for a caller who knows its structure (`hessian` may return one of
     these instead of an (n, n) array): `mv(v) = W v`, `sandwich(p) = p^T W p`
     for p of shape (n, k), and `dense()`, the (n, n) array (where nothing is
     eliminated)."""
 
+    @abc.abstractmethod
     def mv(self, v: Array) -> Array:
-        raise NotImplementedError
+        """W v."""
 
+    @abc.abstractmethod
     def sandwich(self, p: Array) -> Array:
-        raise NotImplementedError
+        """p^T W p."""
 
+    @abc.abstractmethod
     def dense(self) -> Array:
-        raise NotImplementedError
+        """W as an (n, n) array."""
 
 
-class _Zero(StructuredHessian):
+class _Zero(AbstractHessian):
     size: int = eqx.field(static=True)
     dtype: jnp.dtype = eqx.field(static=True)
 
@@ -108,7 +112,7 @@ class _Zero(StructuredHessian):
         return jnp.zeros((self.size, self.size), self.dtype)
 
 
-class _Dense(StructuredHessian):
+class _Dense(AbstractHessian):
     matrix: Array
 
     def mv(self, v):
@@ -146,7 +150,7 @@ def interior_point(
     - `lower`, `upper`: bounds (n,), `-inf` / `inf` where there are none.
     - `args`: passed to the functions; a batch of problems is `jax.vmap` over it.
     - `hessian`: `hessian(x, lam, args) -> (n, n)`, the Hessian of
-        f + lam . c (or a [`StructuredHessian`][] of it); default by
+        f + lam . c (or a [`AbstractHessian`][] of it); default by
         `jax.hessian`.
     - `jacobian`: `jacobian(x, args) -> (m, n)`, the Jacobian of c; default by
         `jax.jacfwd`.
@@ -463,7 +467,7 @@ def _solve(objective, constraints, hessian, jacobian, x0, lower, upper, args, to
             + jnp.where(has_hi, mu_new / s_hi, 0.0)
         )
         w = hessian(x, lam, args)
-        if not isinstance(w, StructuredHessian):
+        if not isinstance(w, AbstractHessian):
             w = _Dense(jnp.asarray(w, dtype).reshape(n, n))
         condensed = condense(w, sigma, jac)
         delta_w, delta_c, inertia = correct_inertia(condensed, delta_last, mu_new)
