@@ -18,6 +18,7 @@ from ._results import RESULTS as RESULTS
 from ._saddle import (
     AbstractSaddleSolver as AbstractSaddleSolver,
     DenseLU as DenseLU,
+    AugmentedLagrangian as AugmentedLagrangian,
     LeastSquares as LeastSquares,
     SaddleSolution as SaddleSolution,
     SchurCholesky as SchurCholesky,

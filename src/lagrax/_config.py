@@ -47,7 +47,9 @@ SOLVERS = {
     "kvaerno5": ("Kvaerno5", True),
 }
 STABILIZATIONS = ("none", "baumgarte", "projection")
-SADDLE_SOLVERS = ("schur_cholesky", "dense_lu", "least_squares")
+SADDLE_SOLVERS = (
+    "schur_cholesky", "dense_lu", "least_squares", "augmented_lagrangian"
+)  # fmt: skip
 FIGURES = (
     "positions",
     "velocities",

@@ -186,3 +186,23 @@ def _backward(chol, b):
         dot = sum(chol[k][i] * x[k] for k in range(i + 1, n))
         x[i] = (b[i] - dot) / chol[i][i]
     return x
+
+
+def cholesky(a):
+    """The solve b -> A^-1 b of a symmetric positive definite A, and the factor's
+    diagonal: written out in scalars for small A (as the Schur solve), else LAPACK."""
+    n = a.shape[0]
+    if n**3 / 6 <= UNROLL_FLOPS:
+        chol = _cholesky([[a[i, j] for j in range(i + 1)] for i in range(n)])
+
+        def solve_scalar(b):
+            x = _backward(chol, _forward(chol, [b[i] for i in range(n)]))
+            return _stack(x, a.dtype)
+
+        return solve_scalar, _stack([chol[i][i] for i in range(n)], a.dtype)
+    factor = jnp.linalg.cholesky(a)
+
+    def solve(b):
+        return jsl.cho_solve((factor, True), b)
+
+    return solve, jnp.diagonal(factor)

@@ -31,20 +31,23 @@ with warnings.catch_warnings():
             "during the motion (links aligned, a dead point or change point of a "
             "linkage), where the constraints no longer determine the accelerations "
             "and the constraint forces grow without bound. The run stops just "
-            "before it. Pass saddle_solver=lx.LeastSquares() to continue through "
-            "it, or change the parameters or the start so that the motion avoids it."
+            "before it. Pass saddle_solver=lx.AugmentedLagrangian() to continue "
+            "through it on the physical branch, or change the parameters or the "
+            "start so that the motion avoids it."
         )
         mass_matrix_not_positive_definite = (
             "the mass matrix M = d2L/dqd2 is not positive definite: check the "
             "kinetic energy in the Lagrangian (every coordinate needs inertia: a "
             "body of zero mass or inertia has none), or pass "
-            "saddle_solver=lx.DenseLU() if M is singular by design but positive "
-            "definite on the constraint tangent space."
+            "saddle_solver=lx.AugmentedLagrangian() (or lx.DenseLU()) if M is "
+            "singular by design but positive definite on the constraint tangent "
+            "space."
         )
         singular_saddle_matrix = (
             "the saddle-point (KKT) matrix [[M, -J^T], [J, 0]] is singular: "
-            "redundant constraints (pass saddle_solver=lx.LeastSquares()) or a mass "
-            "matrix that is singular on the constraint tangent space."
+            "redundant constraints (pass saddle_solver=lx.AugmentedLagrangian() or "
+            "lx.LeastSquares()) or a mass matrix that is singular on the constraint "
+            "tangent space."
         )
         max_steps = (
             "max_steps reached before t1: raise max_steps, or loosen rtol/atol (a "

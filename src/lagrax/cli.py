@@ -26,7 +26,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import _config, _output, systems
-from ._saddle import DenseLU, LeastSquares, SchurCholesky
+from ._saddle import AugmentedLagrangian, DenseLU, LeastSquares, SchurCholesky
 from ._simulate import simulate
 from ._stabilization import Baumgarte, NoStabilization, Projection
 
@@ -261,6 +261,7 @@ def _strategies(run: _config.Run):
         "schur_cholesky": SchurCholesky,
         "dense_lu": DenseLU,
         "least_squares": LeastSquares,
+        "augmented_lagrangian": AugmentedLagrangian,
     }[run.saddle_solver]()
     return solver, stabilization, saddle
 
@@ -373,15 +374,15 @@ _FIXES = {
     "(a zero length, mass or inertia that the model divides by) and [initial]",
     "mass_matrix_not_positive_definite": "the mass matrix is singular or "
     "indefinite: a body without mass or inertia? check [params]; if the model is "
-    'singular by design, set saddle_solver = "dense_lu"',
+    'singular by design, set saddle_solver = "augmented_lagrangian"',
     "redundant_constraints": "the constraints are dependent (redundant): set "
     'saddle_solver = "least_squares"',
     "singular_saddle_matrix": "the constraints are dependent, or the mass matrix is "
     'singular where they allow motion: set saddle_solver = "least_squares"',
     "singular_configuration": "the mechanism reached a singular configuration "
     "(links aligned, a dead point) where its constraints lose rank: set "
-    'saddle_solver = "least_squares" to pass through it, or change [params] or '
-    "[initial] so that the motion avoids it",
+    'saddle_solver = "augmented_lagrangian" to pass through it, or change [params] '
+    "or [initial] so that the motion avoids it",
     "nonfinite_inputs": "NaN or inf in the parameters or the initial state: check "
     "[params] and [initial]",
     "inconsistent_initial_state": "the initial state does not satisfy the "

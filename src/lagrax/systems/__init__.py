@@ -9,6 +9,7 @@ from .cart_pole import cart_pole as cart_pole
 from .chain import chain as chain
 from .double_pendulum import double_pendulum as double_pendulum
 from .four_bar import four_bar as four_bar
+from .n_four_bar import n_four_bar as n_four_bar
 from .pendulum import pendulum as pendulum
 from .sleigh import sleigh as sleigh
 from .slider_crank import slider_crank as slider_crank
@@ -23,6 +24,7 @@ BUILTIN: dict[str, Callable[[], Model]] = {
     "andrews": andrews,
     "car_axis": car_axis,
     "four_bar": four_bar,
+    "n_four_bar": n_four_bar,
     "slider_crank": slider_crank,
     "cart_pole": cart_pole,
     "chain": chain,
