@@ -17,8 +17,8 @@ from ._mechanics import Mechanics as Mechanics, energy as energy, mechanics as m
 from ._results import RESULTS as RESULTS
 from ._saddle import (
     AbstractSaddleSolver as AbstractSaddleSolver,
-    DenseLU as DenseLU,
     AugmentedLagrangian as AugmentedLagrangian,
+    DenseLU as DenseLU,
     LeastSquares as LeastSquares,
     SaddleSolution as SaddleSolution,
     SchurCholesky as SchurCholesky,
