@@ -72,13 +72,24 @@ def test_accelerations_satisfy_the_constraints(model):
     @jax.jit
     def solve(q, qd):
         qdd, lam = lx.accelerations(model.system, 0.0, q, qd, model.params)
-        return qdd, lam, lx.mechanics(model.system, 0.0, q, qd, model.params)
+        al = lx.AugmentedLagrangian()
+        augmented = lx.accelerations(
+            model.system, 0.0, q, qd, model.params, saddle_solver=al
+        )
+        terms = lx.mechanics(model.system, 0.0, q, qd, model.params)
+        return qdd, lam, terms, augmented
 
     for _ in range(3):
         # Off the manifold too: J qdd = -gamma holds at any state.
         q = np.asarray(q0) + 0.1 * rng.normal(size=q0.shape)
         qd = rng.normal(size=q0.shape)
-        qdd, lam, terms = solve(q, qd)
+        qdd, lam, terms, (qdd_al, lam_al) = solve(q, qd)
+        # The augmented Lagrangian solver gives the same (away from singular
+        # configurations, which random states are not).
+        size = 1 + float(jnp.max(jnp.abs(qdd)))
+        np.testing.assert_allclose(qdd_al, qdd, atol=1e-11 * size, rtol=0)
+        size = 1 + float(jnp.max(jnp.abs(lam), initial=0))
+        np.testing.assert_allclose(lam_al, lam, atol=1e-10 * size, rtol=0)
         np.testing.assert_allclose(terms.jac @ qdd, -terms.gamma, atol=1e-12)
         # The sign convention: M qdd = f + J^T lam.
         np.testing.assert_allclose(

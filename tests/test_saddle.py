@@ -12,6 +12,7 @@ SOLVERS = {
     "schur": lx.SchurCholesky(),
     "lu": lx.DenseLU(),
     "lstsq": lx.LeastSquares(),
+    "al": lx.AugmentedLagrangian(),
 }
 
 
@@ -56,7 +57,7 @@ def test_solvers_agree_under_vmap():
         name: jax.jit(jax.vmap(solver.solve))(*batch)
         for name, solver in SOLVERS.items()
     }
-    for name in ("lu", "lstsq"):
+    for name in ("lu", "lstsq", "al"):
         np.testing.assert_allclose(results[name].qdd, results["schur"].qdd, rtol=1e-10)
         np.testing.assert_allclose(results[name].lam, results["schur"].lam, rtol=1e-10)
 

@@ -1,0 +1,150 @@
+"""Singular configurations, redundant constraints and singular mass matrices:
+`lx.AugmentedLagrangian` against independent answers (exact motions, minimal
+coordinates, the default solver where it applies)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lagrax as lx
+from lagrax.systems.n_four_bar import exact_motion
+
+from .test_saddle import four_bar, numpy_kkt, redundant_problem
+
+
+AL = lx.AugmentedLagrangian()
+
+
+def test_augmented_lagrangian_redundant_rows_give_least_norm_multipliers():
+    mass, jac, force, rhs = redundant_problem()
+    sol = AL.solve(mass, jac, force, rhs)
+    assert sol.result == lx.RESULTS.successful
+    qdd, lam2 = numpy_kkt(mass, jac[:2], force, rhs[:2])
+    np.testing.assert_allclose(sol.qdd, qdd, rtol=1e-10)
+    expected = np.array([lam2[0], lam2[1] / 5, 2 * lam2[1] / 5])
+    np.testing.assert_allclose(sol.lam, expected, rtol=1e-9)
+
+
+def test_augmented_lagrangian_singular_mass_matrix():
+    """A point pendulum with a third, massless coordinate z tied to x (z = x):
+    M = diag(m, m, 0) is singular but positive definite where the constraints
+    allow motion. The x, y motion is the pendulum's, checked against the angle
+    equation th'' = -(g / l) sin th solved by scipy."""
+    from .helpers import solve_reference
+
+    g, length = 9.81, 1.3
+
+    def lagrangian(t, q, qd, p):
+        return 0.5 * (qd[0] ** 2 + qd[1] ** 2) - g * q[1]
+
+    def constraints(t, q, p):
+        return jnp.stack([q[0] ** 2 + q[1] ** 2 - length**2, q[2] - q[0]])
+
+    system = lx.System(lagrangian, constraints)
+    th0 = 0.8
+    q0 = jnp.array([length * np.sin(th0), -length * np.cos(th0), length * np.sin(th0)])
+    assert lx.accelerations(system, 0.0, q0, jnp.zeros(3), {}, throw=False)[0].shape
+    with pytest.raises(Exception, match="not positive definite"):
+        lx.accelerations(system, 0.0, q0, jnp.zeros(3), {})
+    ts = jnp.linspace(0.0, 3.0, 31)
+    sol = lx.simulate(system, q0, jnp.zeros(3), {}, t1=3.0, ts=ts, saddle_solver=AL,
+                      rtol=1e-10, atol=1e-10)  # fmt: skip
+    ref = solve_reference(
+        lambda t, s: [s[1], -(g / length) * np.sin(s[0])], [th0, 0.0], np.asarray(ts)
+    )
+    th = np.arctan2(np.asarray(sol.q[:, 0]), -np.asarray(sol.q[:, 1]))
+    np.testing.assert_allclose(th, ref[:, 0], atol=1e-8)
+    np.testing.assert_allclose(sol.q[:, 2], sol.q[:, 0], atol=1e-12)
+
+
+def test_augmented_lagrangian_four_bar_with_a_dependent_closure_equation():
+    minimal, redundant = four_bar(False), four_bar(True)
+    q0, qd0 = lx.consistent_state(minimal, jnp.array([1.2, 0.3, 1.4]),
+                                  jnp.array([2.0, 0.0, 0.0]), {}, fixed_q=[0],
+                                  fixed_qd=[0])  # fmt: skip
+    # The accelerations of the minimal model, at the start and along a
+    # perturbed state (the redundancy holds everywhere: 0.6 cx + 0.8 cy).
+    for dq in (0.0, 0.05):
+        q = q0 + dq
+        ref, _ = lx.accelerations(minimal, 0.0, q, qd0, {})
+        qdd, lam = lx.accelerations(redundant, 0.0, q, qd0, {}, saddle_solver=AL)
+        np.testing.assert_allclose(qdd, ref, rtol=1e-10, atol=1e-10)
+        # Least norm: orthogonal to (0.6, 0.8, -1), the null space of J^T, up to
+        # the round-off of gamma's rows amplified by the penalty (1e9 eps).
+        null = float(lam @ jnp.array([0.6, 0.8, -1.0]))
+        assert abs(null) < 1e-6 * float(jnp.linalg.norm(lam))
+
+
+def test_point_passes_the_crossing_of_two_lines_on_its_own():
+    """phi = x y: the x and y axes, which cross at the origin, where J = (y, x)
+    vanishes (a singular configuration). A point moving along the x axis at 1 m/s,
+    pulled by gravity along -y, passes the crossing and stays on the x axis (the
+    constraint force y holds it, finite in the limit), exactly: x = x0 + t. Started
+    before the crossing and on it."""
+    system = lx.System(
+        lambda t, q, qd, p: 0.5 * qd @ qd - 9.81 * q[1],
+        constraints=lambda t, q, p: jnp.atleast_1d(q[0] * q[1]),
+    )
+    ts = jnp.linspace(0.0, 2.0, 41)
+    for x0 in (-1.0, 0.0):
+        sol = lx.simulate(system, jnp.array([x0, 0.0]), jnp.array([1.0, 0.0]), {},
+                          t1=2.0, ts=ts, saddle_solver=AL, rtol=1e-10,
+                          atol=1e-10)  # fmt: skip
+        np.testing.assert_allclose(sol.q[:, 0], x0 + ts, atol=1e-10)
+        np.testing.assert_allclose(sol.q[:, 1], 0.0, atol=1e-10)
+
+
+@pytest.fixture(scope="module")
+def n_four_bar():
+    model = lx.systems.n_four_bar(2)
+    q0, qd0 = model.initial_state()
+    ts = jnp.linspace(0.0, 10.0, 201)
+    theta, energy = exact_motion(2, model.params, np.asarray(ts))
+
+    def run(solver, rtol):
+        sol = lx.simulate(model.system, q0, qd0, model.params, t1=10.0, ts=ts,
+                          saddle_solver=solver, rtol=rtol, atol=rtol, throw=False,
+                          max_steps=20_000)  # fmt: skip
+        angle = float(np.max(np.abs(np.asarray(sol.q[:, 2]) - theta)))
+        drift = float(np.max(np.abs(np.asarray(sol.energy) - energy[0])))
+        return sol, angle, drift / abs(energy[0])
+
+    return model, run
+
+
+def test_n_four_bar_through_its_singular_configurations(n_four_bar):
+    """IFToMM A02 (two loops, 10 s from the flat, singular start, the cranks at
+    1 rad/s: eight passes through a singular configuration) against the exact
+    motion of its parallelogram branch, at three tolerances: the errors fall with
+    the tolerance, to <= 1e-6 in angle and relative energy at 1e-10."""
+    model, run = n_four_bar
+    errors = []
+    for rtol in (1e-6, 1e-8, 1e-10):
+        sol, angle, energy = run(AL, rtol)
+        assert sol.result == lx.RESULTS.successful
+        errors.append((angle, energy))
+    assert errors[2][0] <= 1e-6 and errors[2][1] <= 1e-6, errors
+    for (a1, e1), (a2, e2) in zip(errors, errors[1:], strict=False):
+        assert a2 < a1 / 10 and e2 < e1 / 10, errors
+    # All the cranks turn together and every coupler keeps its angle 0.
+    q = np.asarray(sol.q)
+    np.testing.assert_allclose(q[:, [5, 8]], q[:, [2, 2]], atol=1e-8)
+    np.testing.assert_allclose(q[:, [11, 14]], 0.0, atol=1e-8)
+
+
+def test_n_four_bar_default_solver_stops_at_the_singular_start(n_four_bar):
+    model, _ = n_four_bar
+    q0, qd0 = model.initial_state()
+    with pytest.raises(Exception, match="redundant|singular"):
+        lx.accelerations(model.system, 0.0, q0, qd0, model.params)
+
+
+@pytest.mark.slow
+def test_n_four_bar_least_squares_gets_worse_as_the_tolerance_tightens(n_four_bar):
+    """Why the docs send singular mechanisms to AugmentedLagrangian: least squares
+    (minimum-norm accelerations where J loses rank) leaves the exact motion more
+    at rtol 1e-10 than at 1e-8, far beyond the augmented Lagrangian's error."""
+    _, run = n_four_bar
+    _, coarse, _ = run(lx.LeastSquares(), 1e-8)
+    _, tight, _ = run(lx.LeastSquares(), 1e-10)
+    assert tight > coarse and tight > 1e-4
