@@ -28,9 +28,11 @@ from ._joints import (
     AbstractJoint as AbstractJoint,
     Driver as Driver,
     Fixed as Fixed,
+    Hinge as Hinge,
     KnifeEdge as KnifeEdge,
     Prismatic as Prismatic,
     Revolute as Revolute,
+    SpatialPrismatic as SpatialPrismatic,
     Spherical as Spherical,
 )
 from ._loads import (

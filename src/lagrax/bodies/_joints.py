@@ -16,7 +16,16 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._custom_types import Params
-from ._body import AbstractBody, Ground, PlanarBody, Value, resolve, rotate_2d
+from ._body import (
+    AbstractBody,
+    Ground,
+    PlanarBody,
+    SpatialBody,
+    Value,
+    matvec,
+    resolve,
+    rotate_2d,
+)
 
 
 Frame = AbstractBody | Ground
@@ -177,6 +186,141 @@ class Driver(AbstractJoint):
     @property
     def labels(self):
         return (self.name,)
+
+
+def _rotation(frame: Frame, q) -> Array:
+    """Body frame -> world of a spatial frame (the identity for the ground)."""
+    if isinstance(frame, Ground):
+        if frame.dim != 3:
+            raise TypeError(
+                "this joint is spatial: connect SpatialBody objects (or lagrax."
+                "bodies.GROUND_3D), got the planar GROUND."
+            )
+        return jnp.eye(3, dtype=q.dtype)
+    if not isinstance(frame, SpatialBody):
+        raise TypeError(
+            "this joint is spatial: connect SpatialBody objects (or lagrax.bodies."
+            f"GROUND_3D), got {type(frame).__name__}."
+        )
+    return frame.rotation(q)
+
+
+def _unit_axis(axis: Value, params, dtype) -> Array:
+    value = resolve(axis, params, dtype)
+    if value.shape != (3,):
+        raise ValueError(
+            f"a spatial joint axis must have shape (3,), got {value.shape}."
+        )
+    return value / jnp.linalg.norm(value)
+
+
+def _normals(axis: Array) -> tuple[Array, Array]:
+    """Two unit vectors perpendicular to a unit axis and to each other (a fixed
+    rule of the axis alone: for a body-fixed axis they are body-fixed too)."""
+    # The coordinate axis least aligned with `axis`, made perpendicular to it.
+    helper = jnp.eye(3, dtype=axis.dtype)[jnp.argmin(jnp.abs(axis))]
+    first = jnp.cross(axis, helper)
+    first = first / jnp.linalg.norm(first)
+    return first, jnp.cross(axis, first)
+
+
+class Hinge(AbstractJoint):
+    """A spatial revolute joint: `b` turns relative to `a` about one axis only.
+
+    Rows (five): r_a(point_a) - r_b(point_b) = 0, the pin (three), and the axis
+    of b, `axis_b` in b's frame, perpendicular to two directions n1, n2 fixed in a
+    and perpendicular to `axis_a` (two): the axes stay aligned (parallel or
+    opposite; they start aligned). The multipliers are the pin force on `a` and
+    the two components of the moment the hinge carries.
+
+    **Arguments:**
+
+    - `a`, `b`: `SpatialBody` objects or `GROUND_3D`.
+    - `point_a`, `point_b`: the pin's body-fixed points (from the mass centres;
+        world coordinates for the ground); `None` for the centre.
+    - `axis_a`, `axis_b`: the hinge axis in each frame (any length).
+    - `name`: for the row labels.
+    """
+
+    a: Frame
+    point_a: Value
+    b: Frame
+    point_b: Value
+    axis_a: Value
+    axis_b: Value
+    name: str = eqx.field(static=True, default="hinge")
+
+    def __call__(self, t, q, params):
+        pin = self.a.position(q, params, self.point_a) - self.b.position(
+            q, params, self.point_b
+        )
+        n1, n2 = _normals(_unit_axis(self.axis_a, params, q.dtype))
+        axis_b = matvec(_rotation(self.b, q), _unit_axis(self.axis_b, params, q.dtype))
+        rotation_a = _rotation(self.a, q)
+        across = [jnp.sum(matvec(rotation_a, n) * axis_b) for n in (n1, n2)]
+        return jnp.concatenate([pin, jnp.stack(across)])
+
+    @property
+    def labels(self):
+        return (
+            *(f"{self.name} {c}" for c in "xyz"),
+            f"{self.name} axis 1",
+            f"{self.name} axis 2",
+        )
+
+
+class SpatialPrismatic(AbstractJoint):
+    """A spatial slider: `b` translates relative to `a` along one axis and does not
+    turn relative to it.
+
+    Rows (five): the offset r_b(point_b) - r_a(point_a) perpendicular to two
+    directions fixed in a across `axis` (two), and the relative rotation
+    C = R_ref^T R_a^T R_b held at the identity by its antisymmetric part (three),
+    R_ref the relative orientation to keep (the identity: frames aligned).
+
+    **Arguments:**
+
+    - `a`, `b`: `SpatialBody` objects or `GROUND_3D`.
+    - `axis`: the sliding direction in a's frame (any length).
+    - `point_a`, `point_b`: points on the line of sliding; `None` for centres.
+    - `orientation`: R_ref, a (3, 3) rotation matrix (a [`lagrax.bodies.Value`][]);
+        default the identity.
+    """
+
+    a: Frame
+    b: Frame
+    axis: Value
+    point_a: Value = None
+    point_b: Value = None
+    orientation: Value = None
+    name: str = eqx.field(static=True, default="slider")
+
+    def __call__(self, t, q, params):
+        rotation_a = _rotation(self.a, q)
+        offset = self.b.position(q, params, self.point_b) - self.a.position(
+            q, params, self.point_a
+        )
+        n1, n2 = _normals(_unit_axis(self.axis, params, q.dtype))
+        across = [jnp.sum(matvec(rotation_a, n) * offset) for n in (n1, n2)]
+        relative = rotation_a.T @ _rotation(self.b, q)
+        if self.orientation is not None:
+            relative = resolve(self.orientation, params, q.dtype).T @ relative
+        turn = jnp.stack(
+            [
+                relative[2, 1] - relative[1, 2],
+                relative[0, 2] - relative[2, 0],
+                relative[1, 0] - relative[0, 1],
+            ]
+        )
+        return jnp.concatenate([jnp.stack(across), turn])
+
+    @property
+    def labels(self):
+        return (
+            f"{self.name} across 1",
+            f"{self.name} across 2",
+            *(f"{self.name} turn {c}" for c in "xyz"),
+        )
 
 
 def joint_labels(joints) -> tuple[str, ...]:

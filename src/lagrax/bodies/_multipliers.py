@@ -16,7 +16,15 @@ from jaxtyping import Array
 
 from .._custom_types import Params
 from ._body import AbstractBody, SpatialBody
-from ._joints import Driver, Fixed, KnifeEdge, Prismatic, Revolute
+from ._joints import (
+    Driver,
+    Fixed,
+    Hinge,
+    KnifeEdge,
+    Prismatic,
+    Revolute,
+    SpatialPrismatic,
+)
 
 
 def _attachment(part) -> tuple[AbstractBody, object] | None:
@@ -155,6 +163,10 @@ def multiplier_units(
             units += ["N", "N", "N m"]
         elif isinstance(joint, Driver):
             units += ["N m"]
+        elif isinstance(joint, Hinge):
+            units += ["N"] * 3 + ["N m"] * 2
+        elif isinstance(joint, SpatialPrismatic):
+            units += ["N"] * 2 + ["N m"] * 3
         else:
             units += [""] * len(joint.labels)
     units += ["J" for b in bodies if isinstance(b, SpatialBody)]
