@@ -1,6 +1,7 @@
 """Saddle-point solvers under vmap: time per solve of a batch of small dense systems.
 
-Compares lagrax's SchurCholesky (the default), DenseLU and LeastSquares with a naive
+Compares lagrax's SchurCholesky (the default), DenseLU, LeastSquares and
+AugmentedLagrangian with a naive
 `jnp.linalg.solve` of the (n + m) KKT matrix, measured side by side in one run. The
 figures are ratios on this machine, not absolute claims.
 
@@ -60,13 +61,14 @@ def main():
         "SchurCholesky": lambda *a: lx.SchurCholesky().solve(*a).qdd,
         "DenseLU": lambda *a: lx.DenseLU().solve(*a).qdd,
         "LeastSquares": lambda *a: lx.LeastSquares().solve(*a).qdd,
+        "AugmentedLagrangian": lambda *a: lx.AugmentedLagrangian().solve(*a).qdd,
         "jnp.linalg.solve(KKT)": lambda *a: naive_kkt(*a)[0],
     }
     print(
         f"batch {args.batch}, float64, {jax.devices()[0].platform}; median of "
         f"{args.repeats}; time per batch and ratio to SchurCholesky"
     )
-    for n, m in [(4, 2), (6, 4), (7, 6), (12, 8)]:
+    for n, m in [(4, 2), (6, 4), (7, 6), (12, 8), (15, 14), (35, 35)]:
         data = problems(args.batch, n, m)
         times = {
             name: best_time(jax.jit(jax.vmap(fn)), data, args.repeats)

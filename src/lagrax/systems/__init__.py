@@ -4,6 +4,7 @@ from collections.abc import Callable
 
 from ._model import Model as Model
 from .andrews import andrews as andrews
+from .bricard import bricard as bricard
 from .car_axis import car_axis as car_axis
 from .cart_pole import cart_pole as cart_pole
 from .chain import chain as chain
@@ -30,6 +31,7 @@ BUILTIN: dict[str, Callable[[], Model]] = {
     "chain": chain,
     "top": top,
     "sleigh": sleigh,
+    "bricard": bricard,
 }
 
 
