@@ -260,6 +260,7 @@ def test_a_failed_run_names_the_cause_and_the_keys_to_change(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "(mass_matrix_not_positive_definite)" in err, err
     assert "check [params]" in err and 'saddle_solver = "dense_lu"' in err
+    assert 'saddle_solver = "augmented_lagrangian"' in err
     assert "project_initial" not in err and "lx." not in err
     assert not (tmp_path / "o").exists()
 

@@ -374,7 +374,8 @@ _FIXES = {
     "(a zero length, mass or inertia that the model divides by) and [initial]",
     "mass_matrix_not_positive_definite": "the mass matrix is singular or "
     "indefinite: a body without mass or inertia? check [params]; if the model is "
-    'singular by design, set saddle_solver = "augmented_lagrangian"',
+    'singular by design, set saddle_solver = "augmented_lagrangian" (or '
+    'saddle_solver = "dense_lu")',
     "redundant_constraints": "the constraints are dependent (redundant): set "
     'saddle_solver = "least_squares"',
     "singular_saddle_matrix": "the constraints are dependent, or the mass matrix is "

@@ -13,6 +13,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
 from .._custom_types import Params
@@ -214,14 +215,24 @@ def _unit_axis(axis: Value, params, dtype) -> Array:
     return value / jnp.linalg.norm(value)
 
 
-def _normals(axis: Array) -> tuple[Array, Array]:
-    """Two unit vectors perpendicular to a unit axis and to each other (a fixed
-    rule of the axis alone: for a body-fixed axis they are body-fixed too)."""
+def _normals(axis: Value, params, dtype) -> tuple[Array, Array]:
+    """Two unit vectors perpendicular to an axis and to each other (a fixed rule
+    of the axis alone: for a body-fixed axis they are body-fixed too). Found in
+    numpy where the axis is a constant (most are), so that tracing a mechanism
+    of many hinges stays cheap."""
+    constant = isinstance(axis, np.ndarray) or (
+        isinstance(axis, tuple | list)
+        and all(isinstance(a, int | float | np.number) for a in axis)
+    )
+    xp = np if constant else jnp
+    unit = _unit_axis(axis, params, dtype) if xp is jnp else np.asarray(axis, float)
+    unit = unit / xp.linalg.norm(unit)
     # The coordinate axis least aligned with `axis`, made perpendicular to it.
-    helper = jnp.eye(3, dtype=axis.dtype)[jnp.argmin(jnp.abs(axis))]
-    first = jnp.cross(axis, helper)
-    first = first / jnp.linalg.norm(first)
-    return first, jnp.cross(axis, first)
+    helper = xp.eye(3)[xp.argmin(xp.abs(unit))]
+    first = xp.cross(unit, helper)
+    first = first / xp.linalg.norm(first)
+    second = xp.cross(unit, first)
+    return jnp.asarray(first, dtype), jnp.asarray(second, dtype)
 
 
 class Hinge(AbstractJoint):
@@ -254,7 +265,7 @@ class Hinge(AbstractJoint):
         pin = self.a.position(q, params, self.point_a) - self.b.position(
             q, params, self.point_b
         )
-        n1, n2 = _normals(_unit_axis(self.axis_a, params, q.dtype))
+        n1, n2 = _normals(self.axis_a, params, q.dtype)
         axis_b = matvec(_rotation(self.b, q), _unit_axis(self.axis_b, params, q.dtype))
         rotation_a = _rotation(self.a, q)
         across = [jnp.sum(matvec(rotation_a, n) * axis_b) for n in (n1, n2)]
@@ -300,7 +311,7 @@ class SpatialPrismatic(AbstractJoint):
         offset = self.b.position(q, params, self.point_b) - self.a.position(
             q, params, self.point_a
         )
-        n1, n2 = _normals(_unit_axis(self.axis, params, q.dtype))
+        n1, n2 = _normals(self.axis, params, q.dtype)
         across = [jnp.sum(matvec(rotation_a, n) * offset) for n in (n1, n2)]
         relative = rotation_a.T @ _rotation(self.b, q)
         if self.orientation is not None:

@@ -32,6 +32,12 @@ CORNERS = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [1, 1, 1], [0, 1, 1], [0, 0
 NAMES = ("x", "y", "z", "e0_", "e1_", "e2_", "e3_")
 
 
+def _floats(vector) -> tuple[float, ...]:
+    # Python floats: static in the System's pytree, so a joint's fixed
+    # directions are worked out once when it is traced, not in the program.
+    return tuple(float(x) for x in vector)
+
+
 def _frame(direction) -> np.ndarray:
     """A rotation taking the body x axis to `direction` (a unit cube edge)."""
     x = np.asarray(direction, dtype=float)
@@ -90,13 +96,13 @@ def bricard() -> Model:
     for k in range(6):
         axis = np.cross(CORNERS[k] - CORNERS[k - 1], CORNERS[(k + 1) % 6] - CORNERS[k])
         if k == 0:
-            a, point_a, axis_a = lb.GROUND_3D, tuple(CORNERS[0]), tuple(axis)
+            a, point_a, axis_a = lb.GROUND_3D, _floats(CORNERS[0]), _floats(axis)
         else:
-            a, point_a, axis_a = bars[k - 1], end(1.0), tuple(frames[k - 1].T @ axis)
+            a, point_a, axis_a = bars[k - 1], end(1.0), _floats(frames[k - 1].T @ axis)
         if k == 5:
-            b, point_b, axis_b = lb.GROUND_3D, tuple(CORNERS[5]), tuple(axis)
+            b, point_b, axis_b = lb.GROUND_3D, _floats(CORNERS[5]), _floats(axis)
         else:
-            b, point_b, axis_b = bars[k], end(-1.0), tuple(frames[k].T @ axis)
+            b, point_b, axis_b = bars[k], end(-1.0), _floats(frames[k].T @ axis)
         joints.append(lb.Hinge(a, point_a, b, point_b, axis_a, axis_b, name=f"R{k}"))
     joints = tuple(joints)
     system = lb.assemble(bars, joints, gravity=lambda p: jnp.stack([0.0, -p["g"], 0.0]))
