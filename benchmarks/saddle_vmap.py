@@ -68,7 +68,7 @@ def main():
         f"batch {args.batch}, float64, {jax.devices()[0].platform}; median of "
         f"{args.repeats}; time per batch and ratio to SchurCholesky"
     )
-    for n, m in [(4, 2), (6, 4), (7, 6), (12, 8), (15, 14), (35, 35)]:
+    for n, m in [(4, 2), (6, 4), (7, 6), (12, 8)]:
         data = problems(args.batch, n, m)
         times = {
             name: best_time(jax.jit(jax.vmap(fn)), data, args.repeats)
