@@ -272,7 +272,7 @@ class AugmentedLagrangian(AbstractSaddleSolver):
         if not self.penalty > 0:
             raise ValueError(
                 f"AugmentedLagrangian(penalty={self.penalty}): the penalty must be "
-                "positive (1e6-1e10; default 1e8)."
+                "positive (1e6-1e10; default 1e9)."
             )
         if self.iterations < 1:
             raise ValueError(

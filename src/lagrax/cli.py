@@ -236,7 +236,11 @@ def _runtime(cache: bool):
     jax.config.update("jax_enable_x64", True)
     if cache:
         jax.config.update("jax_compilation_cache_dir", str(cache_dir()))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+        # Programs that compile faster than this are not worth a file. The
+        # environment may lower it (the tests set 0: every program cached, so
+        # that a second run provably compiles nothing, whatever the load).
+        least = float(os.environ.get("LAGRAX_CACHE_MIN_COMPILE_S", 0.2))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", least)
     switch = "EQX_ON_ERROR" not in os.environ and hasattr(eqx_errors, "EQX_ON_ERROR")
     before = getattr(eqx_errors, "EQX_ON_ERROR", None)
     if switch:

@@ -225,8 +225,15 @@ def _normals(axis: Value, params, dtype) -> tuple[Array, Array]:
         and all(isinstance(a, int | float | np.number) for a in axis)
     )
     xp = np if constant else jnp
-    unit = _unit_axis(axis, params, dtype) if xp is jnp else np.asarray(axis, float)
-    unit = unit / xp.linalg.norm(unit)
+    if xp is jnp:
+        unit = _unit_axis(axis, params, dtype)
+    else:
+        unit = np.asarray(axis, float)
+        if unit.shape != (3,):
+            raise ValueError(
+                f"a spatial joint axis must have shape (3,), got {unit.shape}."
+            )
+        unit = unit / np.linalg.norm(unit)
     # The coordinate axis least aligned with `axis`, made perpendicular to it.
     helper = xp.eye(3)[xp.argmin(xp.abs(unit))]
     first = xp.cross(unit, helper)
