@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import bodies as lb
+from ._drawing import cabinet
 from ._model import Model
 
 
@@ -72,11 +73,6 @@ def _quaternion(matrix) -> np.ndarray:
     return e  # fmt: skip
 
 
-def _view(r):
-    # The cabinet projection of the top's drawing: y recedes at half scale.
-    return jnp.stack([r[0] + 0.35 * r[1], r[2] + 0.35 * r[1]])
-
-
 def bricard() -> Model:
     """Five uniform slender bars (m = 1 kg, L = 1 m, inertia m L^2 / 12 across,
     none along), gravity g along -y, moving from the cube-edge configuration with
@@ -120,13 +116,13 @@ def bricard() -> Model:
     def points(t, q_, p):
         ends = [bars[0].position(q_, p, end(-1.0))]
         ends += [bar.position(q_, p, end(1.0)) for bar in bars]
-        return jnp.stack([_view(r) for r in ends])
+        return jnp.stack([cabinet(r) for r in ends])
 
     forces = lb.joint_forces(bars, joints)
 
     def constraint_forces(t, q_, lam, p):
         where, f = forces(t, q_, lam, p)
-        return jax.vmap(_view)(where), jax.vmap(_view)(f)
+        return jax.vmap(cabinet)(where), jax.vmap(cabinet)(f)
 
     return Model(
         name="bricard",

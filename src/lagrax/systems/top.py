@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import bodies as lb
+from ._drawing import cabinet
 from ._model import Model
 
 
@@ -21,11 +22,6 @@ def _pivot(p):
 JOINTS = (lb.Spherical(lb.GROUND_3D, (0.0, 0.0, 0.0), TOP, _pivot, name="pivot"),)
 
 
-def _view(r):
-    # A cabinet projection: y recedes up and to the right at half scale.
-    return jnp.stack([r[0] + 0.35 * r[1], r[2] + 0.35 * r[1]])
-
-
 def _points(t, q, p):
     rim = [
         TOP.position(q, p, lambda p_, a=a: p_["rho"] * jnp.stack(
@@ -34,7 +30,7 @@ def _points(t, q, p):
     ]  # fmt: skip
     tip = TOP.position(q, p, lambda p_: jnp.stack([0.0, 0.0, p_["h"]]))
     world = [jnp.zeros(3, q.dtype), *rim, tip]
-    return jnp.stack([_view(r) for r in world])
+    return jnp.stack([cabinet(r) for r in world])
 
 
 def symmetry_axis(q) -> jnp.ndarray:
@@ -49,7 +45,7 @@ def _constraint_forces(t, q, lam, p):
     # The ball joint's force on the top at the pivot, in the drawing's
     # projection (linear, so points and vectors map alike).
     where, forces = _PIVOT_FORCE(t, q, lam, p)
-    return jax.vmap(_view)(where), jax.vmap(_view)(forces)
+    return jax.vmap(cabinet)(where), jax.vmap(cabinet)(forces)
 
 
 def top() -> Model:
