@@ -90,13 +90,16 @@ class Revolute(AbstractJoint):
     name: str = eqx.field(static=True, default="pin")
 
     def __call__(self, t, q, params):
-        return self.a.position(q, params, self.point_a) - self.b.position(
-            q, params, self.point_b
-        )
+        return _pin(self.a, self.point_a, self.b, self.point_b, q, params)
 
     @property
     def labels(self):
         return tuple(f"{self.name} {c}" for c in "xyz"[: self.a.dim])
+
+
+def _pin(a: Frame, point_a: Value, b: Frame, point_b: Value, q, params) -> Array:
+    """r_a(point_a) - r_b(point_b): the rows of a pin (and of a hinge's pin)."""
+    return a.position(q, params, point_a) - b.position(q, params, point_b)
 
 
 Spherical = Revolute
@@ -269,9 +272,7 @@ class Hinge(AbstractJoint):
     name: str = eqx.field(static=True, default="hinge")
 
     def __call__(self, t, q, params):
-        pin = self.a.position(q, params, self.point_a) - self.b.position(
-            q, params, self.point_b
-        )
+        pin = _pin(self.a, self.point_a, self.b, self.point_b, q, params)
         n1, n2 = _normals(self.axis_a, params, q.dtype)
         axis_b = matvec(_rotation(self.b, q), _unit_axis(self.axis_b, params, q.dtype))
         rotation_a = _rotation(self.a, q)
