@@ -192,7 +192,7 @@ def cholesky(a):
     """The solve b -> A^-1 b of a symmetric positive definite A, and the factor's
     diagonal: written out in scalars for small A (as the Schur solve), else LAPACK."""
     n = a.shape[0]
-    if n**3 / 6 <= UNROLL_FLOPS:
+    if unrolled(n, 0):
         chol = _cholesky([[a[i, j] for j in range(i + 1)] for i in range(n)])
 
         def solve_scalar(b):
