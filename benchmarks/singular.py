@@ -9,7 +9,11 @@ the max energy error relative to the initial energy, against
 motion solved by scipy to 1e-13). Accuracy, not time: nothing here is timed.
 
     python benchmarks/singular.py [--n 1 10] [--rtols 1e-6 1e-8 1e-10 1e-12]
-                                  [--solvers augmented_lagrangian least_squares]
+                                  [--solvers augmented_lagrangian singular_limit
+                                   least_squares] [--rconds 1e-5 1e-4 1e-3]
+
+`singular_limit` is `SingularLimit(SchurCholesky(), rcond)` for each `--rconds`
+(default its own default).
 """
 
 import argparse
@@ -30,7 +34,17 @@ SOLVERS = {
     "schur_cholesky": lx.SchurCholesky,
     "least_squares": lx.LeastSquares,
     "augmented_lagrangian": lx.AugmentedLagrangian,
+    "singular_limit": lx.SingularLimit,
 }
+
+
+def _variants(name, rconds):
+    """(label, solver) pairs: one per rcond for singular_limit."""
+    if name != "singular_limit":
+        return [(name, SOLVERS[name]())]
+    if not rconds:
+        return [(name, lx.SingularLimit())]
+    return [(f"{name} {r:g}", lx.SingularLimit(rcond=r)) for r in rconds]
 
 
 def main():
@@ -39,31 +53,34 @@ def main():
     parser.add_argument("--rtols", type=float, nargs="+",
                         default=[1e-6, 1e-8, 1e-10, 1e-12])  # fmt: skip
     parser.add_argument("--solvers", nargs="+", choices=sorted(SOLVERS),
-                        default=["augmented_lagrangian", "least_squares"])  # fmt: skip
+                        default=["augmented_lagrangian", "singular_limit",
+                                 "least_squares"])  # fmt: skip
+    parser.add_argument("--rconds", type=float, nargs="*", default=[])
     parser.add_argument("--max-steps", type=int, default=20_000)
     args = parser.parse_args()
     ts = np.linspace(0.0, 10.0, 201)
-    print(f"{'N':>3s} {'solver':22s} {'rtol':>7s} {'steps':>6s} {'angle error':>12s} "
+    print(f"{'N':>3s} {'solver':26s} {'rtol':>7s} {'steps':>6s} {'angle error':>12s} "
           f"{'energy error':>12s}")  # fmt: skip
     for n in args.n:
         model = lx.systems.n_four_bar(n)
         q0, qd0 = model.initial_state()
         theta, energy = exact_motion(n, model.params, ts)
-        for name in args.solvers:
+        variants = [v for name in args.solvers for v in _variants(name, args.rconds)]
+        for name, solver in variants:
             for rtol in args.rtols:
                 sol = lx.simulate(
                     model.system, q0, qd0, model.params, t1=10.0, ts=jnp.asarray(ts),
-                    saddle_solver=SOLVERS[name](), rtol=rtol, atol=rtol, throw=False,
+                    saddle_solver=solver, rtol=rtol, atol=rtol, throw=False,
                     max_steps=args.max_steps,
                 )  # fmt: skip
                 steps = int(sol.stats["num_steps"])
                 if sol.result != lx.RESULTS.successful:
                     status = lx.RESULTS[sol.result].split(":")[0]
-                    print(f"{n:3d} {name:22s} {rtol:7.0e} {steps:6d} failed: {status}")
+                    print(f"{n:3d} {name:26s} {rtol:7.0e} {steps:6d} failed: {status}")
                     continue
                 angle = np.max(np.abs(np.asarray(sol.q[:, 2]) - theta))
                 drift = np.max(np.abs(np.asarray(sol.energy) - energy[0]))
-                print(f"{n:3d} {name:22s} {rtol:7.0e} {steps:6d} {angle:12.2e} "
+                print(f"{n:3d} {name:26s} {rtol:7.0e} {steps:6d} {angle:12.2e} "
                       f"{drift / abs(energy[0]):12.2e}", flush=True)  # fmt: skip
 
 

@@ -83,19 +83,25 @@ def test_accelerations_satisfy_the_constraints(model):
             model.system, 0.0, q, qd, model.params, saddle_solver=al
         )
         terms = lx.mechanics(model.system, 0.0, q, qd, model.params)
-        return qdd, lam, terms, augmented
+        if model.system.velocity_constraints is not None:
+            return qdd, lam, terms, augmented, augmented
+        limit = lx.accelerations(
+            model.system, 0.0, q, qd, model.params, saddle_solver=lx.SingularLimit()
+        )
+        return qdd, lam, terms, augmented, limit
 
     for _ in range(3):
         # Off the manifold too: J qdd = -gamma holds at any state.
         q = np.asarray(q0) + 0.1 * rng.normal(size=q0.shape)
         qd = rng.normal(size=q0.shape)
-        qdd, lam, terms, (qdd_al, lam_al) = solve(q, qd)
-        # The augmented Lagrangian solver gives the same (away from singular
-        # configurations, which random states are not).
-        size = 1 + float(jnp.max(jnp.abs(qdd)))
-        np.testing.assert_allclose(qdd_al, qdd, atol=1e-11 * size, rtol=0)
-        size = 1 + float(jnp.max(jnp.abs(lam), initial=0))
-        np.testing.assert_allclose(lam_al, lam, atol=1e-10 * size, rtol=0)
+        qdd, lam, terms, *others = solve(q, qd)
+        # The augmented Lagrangian solver and SingularLimit give the same (away
+        # from singular configurations, which random states are not).
+        for qdd_other, lam_other in others:
+            size = 1 + float(jnp.max(jnp.abs(qdd)))
+            np.testing.assert_allclose(qdd_other, qdd, atol=1e-11 * size, rtol=0)
+            size = 1 + float(jnp.max(jnp.abs(lam), initial=0))
+            np.testing.assert_allclose(lam_other, lam, atol=1e-10 * size, rtol=0)
         np.testing.assert_allclose(terms.jac @ qdd, -terms.gamma, atol=1e-12)
         # The sign convention: M qdd = f + J^T lam.
         np.testing.assert_allclose(

@@ -1,6 +1,6 @@
 """Singular configurations, redundant constraints and singular mass matrices:
-`lx.AugmentedLagrangian` against independent answers (exact motions, minimal
-coordinates, the default solver where it applies)."""
+`lx.AugmentedLagrangian` and `lx.SingularLimit` against independent answers
+(exact motions, minimal coordinates, the default solver where it applies)."""
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import lagrax as lx
-from lagrax.systems.n_four_bar import exact_motion
+from lagrax.systems.n_four_bar import exact_motion, state_at
 
 from .test_saddle import four_bar, numpy_kkt, redundant_problem
 
@@ -172,3 +172,136 @@ def test_bricard_linkage_moves_and_keeps_its_energy():
     assert float(jnp.max(jnp.abs(sol.phi))) < 1e-12
     # It does move: the middle bar's centre travels more than half a metre.
     assert np.max(np.ptp(np.asarray(sol.q[:, 14:17]), axis=0)) > 0.5
+
+
+def _branch_accelerations(n, params, omega):
+    """The exact accelerations of the N-four-bar's parallelogram branch where it
+    is flat (theta = 0), from its one-degree-of-freedom equation (the same
+    inertia and weight as `exact_motion`): cranks (x, y, th) = (L (i + cos th /
+    2), L sin th / 2, th), couplers (L (i + 1/2 + cos th), L sin th, 0)."""
+    m, length, g = params["m"], params["L"], params["g"]
+    thdd = -m * g * length * ((n + 1) / 2 + n) / (m * length**2 * ((n + 1) / 3 + n))
+    cranks = [-length / 2 * omega**2, length / 2 * thdd, thdd] * (n + 1)
+    couplers = [-length * omega**2, length * thdd, 0.0] * n
+    return np.array(cranks + couplers)
+
+
+@pytest.mark.parametrize("inner", ["schur", "lu", "least_squares"])
+def test_singular_limit_gives_the_physical_accelerations_at_the_instant(inner):
+    """At the N-four-bar's flat start J loses N ranks. Wrapped in SingularLimit,
+    each solver gives the branch's exact accelerations (the limit along the
+    motion); least squares and the augmented Lagrangian alone give the
+    minimum-norm ones, off by O(1); the default solver stops."""
+    solver = {"schur": lx.SchurCholesky(), "lu": lx.DenseLU(),
+              "least_squares": lx.LeastSquares()}[inner]  # fmt: skip
+    n = 2
+    model = lx.systems.n_four_bar(n)
+    q0, qd0 = model.initial_state()
+    exact = _branch_accelerations(n, model.params, float(qd0[2]))
+    qdd, lam = lx.accelerations(model.system, 0.0, q0, qd0, model.params,
+                                saddle_solver=lx.SingularLimit(solver))  # fmt: skip
+    np.testing.assert_allclose(qdd, exact, atol=1e-12)
+    assert np.all(np.isfinite(np.asarray(lam)))
+    if inner == "least_squares":
+        for guess in (lx.LeastSquares(), AL):
+            qdd, _ = lx.accelerations(model.system, 0.0, q0, qd0, model.params,
+                                      saddle_solver=guess)  # fmt: skip
+            assert np.max(np.abs(np.asarray(qdd) - exact)) > 0.1
+
+
+def test_singular_limit_at_the_node_of_a_curve():
+    """A point on the nodal cubic y^2 = x^2 (1 + x), started at its node (the
+    origin, where J = (-2x - 3x^2, 2y) vanishes) along the branch y = x sqrt(1 +
+    x) at 2 m/s, gravity 1 along -y. The branch's own equation gives x'' = -(f'
+    f'' x'^2 + g f') / (1 + f'^2) = -2.5 and y'' = f'' x'^2 + f' x'' = 1.5 there
+    (f' = f'' = 1 at 0); SingularLimit gives them. The simulation follows the
+    branch (scipy in the branch coordinate x) through 1 s."""
+    from .helpers import solve_reference
+
+    system = lx.System(
+        lambda t, q, qd, p: 0.5 * qd @ qd - q[1],
+        constraints=lambda t, q, p: jnp.atleast_1d(q[1] ** 2 - q[0] ** 2 * (1 + q[0])),
+    )
+    q0, qd0 = jnp.zeros(2), jnp.array([2.0, 2.0])
+    qdd, _ = lx.accelerations(system, 0.0, q0, qd0, {},
+                              saddle_solver=lx.SingularLimit())  # fmt: skip
+    np.testing.assert_allclose(qdd, [-2.5, 1.5], atol=1e-12)
+
+    def branch(t, s):
+        x, v = s
+        fp = np.sqrt(1 + x) + x / (2 * np.sqrt(1 + x))
+        fpp = 1 / np.sqrt(1 + x) - x / (4 * (1 + x) ** 1.5)
+        return [v, -(fp * fpp * v**2 + fp) / (1 + fp**2)]
+
+    ts = jnp.linspace(0.0, 1.0, 11)
+    sol = lx.simulate(system, q0, qd0, {}, t1=1.0, ts=ts, rtol=1e-10, atol=1e-10,
+                      saddle_solver=lx.SingularLimit())  # fmt: skip
+    ref = solve_reference(branch, [0.0, 2.0], np.asarray(ts))
+    np.testing.assert_allclose(sol.q[:, 0], ref[:, 0], atol=1e-9)
+
+
+def test_n_four_bar_singular_limit_through_its_singular_configurations(n_four_bar):
+    """The N-four-bar with SingularLimit(SchurCholesky()) against the exact
+    motion: the errors fall with the tolerance, to <= 1e-6 at rtol 1e-10."""
+    _, run = n_four_bar
+    errors = []
+    for rtol in (1e-6, 1e-8, 1e-10):
+        sol, angle, energy = run(lx.SingularLimit(), rtol)
+        assert sol.result == lx.RESULTS.successful
+        errors.append((angle, energy))
+    assert errors[2][0] <= 1e-6 and errors[2][1] <= 1e-6, errors
+    for (a1, e1), (a2, e2) in zip(errors, errors[1:], strict=False):
+        assert a2 < a1 / 10 and e2 < e1 / 10, errors
+
+
+def test_singular_limit_equals_the_wrapped_solver_away_from_singularities():
+    """Where J has full rank, the rotated rows give the same solution (and
+    multipliers back in the original rows), and derivatives flow: the gradient of
+    the accelerations at a regular state against central differences."""
+    model = lx.systems.n_four_bar(1)
+    q, qd = state_at(1, 0.7, 1.3)
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    ref = lx.accelerations(model.system, 0.0, q, qd, model.params)
+    got = lx.accelerations(model.system, 0.0, q, qd, model.params,
+                           saddle_solver=lx.SingularLimit())  # fmt: skip
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-9, atol=1e-9)
+
+    def crank_acceleration(g):
+        params = dict(model.params, g=g)
+        return lx.accelerations(model.system, 0.0, q, qd, params,
+                                saddle_solver=lx.SingularLimit())[0][2]  # fmt: skip
+
+    grad = jax.grad(crank_acceleration)(9.81)
+    h = 1e-4
+    fd = (crank_acceleration(9.81 + h) - crank_acceleration(9.81 - h)) / (2 * h)
+    np.testing.assert_allclose(grad, fd, rtol=1e-7)
+
+
+# Each model compiles two simulations (~5-11 s); the closed loop and the
+# nonholonomic one run in the fast suite.
+@pytest.mark.parametrize(
+    "name",
+    [
+        "four_bar",
+        "sleigh",
+        pytest.param("slider_pendulum", marks=pytest.mark.slow),
+        pytest.param("slider_crank", marks=pytest.mark.slow),
+        pytest.param("top", marks=pytest.mark.slow),
+    ],
+)
+def test_augmented_lagrangian_trajectories_equal_the_default_solvers(name):
+    """Whole simulations of existing models (holonomic, spatial, nonholonomic):
+    the augmented Lagrangian solver gives the trajectories of SchurCholesky."""
+    model = lx.systems.get(name)
+    q0, qd0 = model.initial_state()
+    ts = jnp.linspace(0.0, 1.0, 11)
+
+    def run(solver):
+        return lx.simulate(model.system, q0, qd0, model.params, t1=1.0, ts=ts,
+                           saddle_solver=solver, rtol=1e-10, atol=1e-10)  # fmt: skip
+
+    ref, got = run(lx.SchurCholesky()), run(AL)
+    scale = 1 + float(jnp.max(jnp.abs(ref.q)))
+    np.testing.assert_allclose(got.q, ref.q, atol=1e-8 * scale, rtol=0)
+    np.testing.assert_allclose(got.qd, ref.qd, atol=1e-7 * scale, rtol=0)

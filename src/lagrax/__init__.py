@@ -24,6 +24,7 @@ from ._saddle import (
     SchurCholesky as SchurCholesky,
 )
 from ._simulate import simulate as simulate
+from ._singular import SingularLimit as SingularLimit
 from ._stabilization import (
     AbstractStabilization as AbstractStabilization,
     Baumgarte as Baumgarte,

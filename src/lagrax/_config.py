@@ -48,7 +48,8 @@ SOLVERS = {
 }
 STABILIZATIONS = ("none", "baumgarte", "projection")
 SADDLE_SOLVERS = (
-    "schur_cholesky", "dense_lu", "least_squares", "augmented_lagrangian"
+    "schur_cholesky", "dense_lu", "least_squares", "augmented_lagrangian",
+    "singular_limit",
 )  # fmt: skip
 FIGURES = (
     "positions",

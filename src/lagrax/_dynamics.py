@@ -43,8 +43,9 @@ def solve_dynamics(
 def _solve_dynamics(system, stabilization, saddle_solver, t, q, qd, params):
     terms = mechanics(system, t, q, qd, params)
     rhs = -terms.gamma + stabilization.correction(terms.phi, terms.phi_dot)
-    solver = saddle_solver.specialize(system, t, q, qd, params)
-    sol = solver.solve(terms.mass, terms.jac, terms.force, rhs)
+    sol = saddle_solver.solve_motion(
+        system, t, q, qd, params, terms.mass, terms.jac, terms.force, rhs
+    )
     finite = all_finite((terms.mass, terms.force, terms.jac, rhs))
     result = RESULTS.where(finite, sol.result, RESULTS.nonfinite_terms)
     return terms, SaddleSolution(sol.qdd, sol.lam, result)

@@ -32,17 +32,26 @@ _QUANTITY = {
 def _grid(k: int, title: str, width: float = 11.0):
     cols = 1 if k == 1 else 2 if k <= 4 else 3
     rows = math.ceil(k / cols)
+    # The constrained layout solver costs about as much as drawing itself; for
+    # tall grids of like panels fixed margins do as well.
+    fixed = rows > 4
     fig, axes = plt.subplots(
         rows,
         cols,
         figsize=(width, 1.2 + 2.4 * rows),
         squeeze=False,
         sharex=True,
-        constrained_layout=True,
+        constrained_layout=not fixed,
     )
     for ax in axes.flat[k:]:
         ax.set_visible(False)
-    fig.suptitle(title)
+    if fixed:
+        height = 1.2 + 2.4 * rows
+        fig.suptitle(title, y=1 - 0.3 / height)
+        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.5 / height,
+                            top=1 - 0.9 / height, wspace=0.3, hspace=0.15)  # fmt: skip
+    else:
+        fig.suptitle(title)
     return fig, list(axes.flat[:k])
 
 

@@ -24,16 +24,19 @@ with warnings.catch_warnings():
             "redundant constraints: the constraint Jacobian J = dphi/dq is rank "
             "deficient at the initial state, so the multipliers are not unique. "
             "Remove the dependent constraints, or pass "
-            "saddle_solver=lx.LeastSquares() for the minimal-norm multipliers."
+            "saddle_solver=lx.LeastSquares() for the minimal-norm multipliers; if "
+            "J loses rank at this configuration only (a mechanism started at a "
+            "singular configuration), pass lx.SingularLimit()."
         )
         singular_configuration = (
             "singular configuration: the constraint Jacobian J = dphi/dq lost rank "
             "during the motion (links aligned, a dead point or change point of a "
             "linkage), where the constraints no longer determine the accelerations "
             "and the constraint forces grow without bound. The run stops just "
-            "before it. Pass saddle_solver=lx.AugmentedLagrangian() to continue "
-            "through it on the physical branch, or change the parameters or the "
-            "start so that the motion avoids it."
+            "before it. Pass saddle_solver=lx.SingularLimit() (the physical "
+            "accelerations at and near the instant) or lx.AugmentedLagrangian() "
+            "to continue through it on the physical branch, or change the "
+            "parameters or the start so that the motion avoids it."
         )
         mass_matrix_not_positive_definite = (
             "the mass matrix M = d2L/dqd2 is not positive definite: check the "

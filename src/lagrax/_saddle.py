@@ -79,6 +79,18 @@ class AbstractSaddleSolver(eqx.Module):
         del system, t, q, qd, params
         return self
 
+    def solve_motion(
+        self, system: System, t, q, qd, params: Params, mass, jac, force, rhs
+    ) -> SaddleSolution:
+        """The saddle solve of the equations of motion at the state (t, q, qd).
+
+        What the dynamics calls (projections call `solve`). The default
+        specializes to `system` and solves; a wrapper that needs more of the
+        state than (M, J, f, rhs) ([`lagrax.SingularLimit`][]) derives it here.
+        """
+        solver = self.specialize(system, t, q, qd, params)
+        return solver.solve(mass, jac, force, rhs)
+
 
 class SchurCholesky(AbstractSaddleSolver):
     """Schur complement with Cholesky factorizations: the default.

@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from . import _config, _output, systems
 from ._saddle import AugmentedLagrangian, DenseLU, LeastSquares, SchurCholesky
 from ._simulate import simulate
+from ._singular import SingularLimit
 from ._stabilization import Baumgarte, NoStabilization, Projection
 
 
@@ -266,6 +267,7 @@ def _strategies(run: _config.Run):
         "dense_lu": DenseLU,
         "least_squares": LeastSquares,
         "augmented_lagrangian": AugmentedLagrangian,
+        "singular_limit": SingularLimit,
     }[run.saddle_solver]()
     return solver, stabilization, saddle
 
@@ -381,12 +383,14 @@ _FIXES = {
     'singular by design, set saddle_solver = "augmented_lagrangian" (or '
     'saddle_solver = "dense_lu")',
     "redundant_constraints": "the constraints are dependent (redundant): set "
-    'saddle_solver = "least_squares"',
+    'saddle_solver = "least_squares"; if they are so only at this configuration '
+    '(a singular start), saddle_solver = "singular_limit"',
     "singular_saddle_matrix": "the constraints are dependent, or the mass matrix is "
     'singular where they allow motion: set saddle_solver = "least_squares"',
     "singular_configuration": "the mechanism reached a singular configuration "
     "(links aligned, a dead point) where its constraints lose rank: set "
-    'saddle_solver = "augmented_lagrangian" to pass through it, or change [params] '
+    'saddle_solver = "singular_limit" or "augmented_lagrangian" to pass through '
+    "it, or change [params] "
     "or [initial] so that the motion avoids it",
     "nonfinite_inputs": "NaN or inf in the parameters or the initial state: check "
     "[params] and [initial]",
