@@ -402,3 +402,21 @@ def test_second_run_reuses_the_compilation_cache(tmp_path):
         counts.append(len(list((tmp_path / "cache").iterdir())))
     assert counts[0] > 0
     assert counts[1] == counts[0]
+
+
+def test_singular_start_names_the_solvers_that_pass_it(tmp_path, capsys):
+    """The N-four-bar starts flat. With the default solver the run stops at once
+    and names the key to set; with saddle_solver = "singular_limit" it runs, its
+    energy kept (the physical accelerations from the singular start on)."""
+    config = tmp_path / "p.toml"
+    config.write_text('system = "n_four_bar"\nt1 = 2.0\noutputs = ["npz"]\n'
+                      '[solver]\nrtol = 1e-10\natol = 1e-10\n')  # fmt: skip
+    assert run_cli("run", config, "--out", tmp_path / "o", "--quiet") == 1
+    err = capsys.readouterr().err
+    assert 'saddle_solver = "singular_limit"' in err, err
+    assert not (tmp_path / "o").exists()
+    assert run_cli("run", config, "--out", tmp_path / "o", "--quiet",
+                   "--set", 'saddle_solver="singular_limit"') == 0  # fmt: skip
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    run = summary["runs"][0]
+    assert run["energy_max_deviation"] <= 1e-7 * abs(run["energy_initial"])
