@@ -68,9 +68,7 @@ def main():
                           saddle_solver=SOLVERS[name](), throw=False,
                           max_steps=args.max_steps)  # fmt: skip
             run = jax.jit(
-                lambda q, qd, kw=kwargs: lx.simulate(
-                    model.system, q, qd, params, **kw
-                )
+                lambda q, qd, kw=kwargs: lx.simulate(model.system, q, qd, params, **kw)
             )
             sol = run(q0, qd0)
             jax.block_until_ready(sol.q)  # compiled; time the second call
