@@ -305,3 +305,20 @@ def test_augmented_lagrangian_trajectories_equal_the_default_solvers(name):
     scale = 1 + float(jnp.max(jnp.abs(ref.q)))
     np.testing.assert_allclose(got.q, ref.q, atol=1e-8 * scale, rtol=0)
     np.testing.assert_allclose(got.qd, ref.qd, atol=1e-7 * scale, rtol=0)
+
+
+def test_singular_limit_with_least_squares_takes_redundant_constraints():
+    """A row redundant all along the motion (the four-bar's dependent closure
+    equation) is a lost direction whose limit row vanishes too: around
+    LeastSquares it gets the minimal-norm treatment, and the accelerations are
+    the minimal model's; around SchurCholesky it is refused as redundant."""
+    minimal, redundant = four_bar(False), four_bar(True)
+    q0, qd0 = lx.consistent_state(minimal, jnp.array([1.2, 0.3, 1.4]),
+                                  jnp.array([2.0, 0.0, 0.0]), {}, fixed_q=[0],
+                                  fixed_qd=[0])  # fmt: skip
+    ref, _ = lx.accelerations(minimal, 0.0, q0, qd0, {})
+    solver = lx.SingularLimit(lx.LeastSquares())
+    qdd, _ = lx.accelerations(redundant, 0.0, q0, qd0, {}, saddle_solver=solver)
+    np.testing.assert_allclose(qdd, ref, rtol=1e-10, atol=1e-10)
+    with pytest.raises(Exception, match="redundant"):
+        lx.accelerations(redundant, 0.0, q0, qd0, {}, saddle_solver=lx.SingularLimit())
