@@ -31,6 +31,12 @@ from ._stabilization import (
     NoStabilization as NoStabilization,
     Projection as Projection,
 )
+from ._sweep import (
+    Sweep as Sweep,
+    default_save as default_save,
+    load_sweep as load_sweep,
+    sweep as sweep,
+)
 from ._system import System as System
 from ._trajectory import Trajectory as Trajectory
 from .bodies import body_torque as body_torque, point_force as point_force

@@ -6,10 +6,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import ArrayLike, Float
 
 from ._custom_types import Params
+from ._errors import raise_if_failed
 from ._inputs import check_arguments, coerce_params, floats_as_arrays
 from ._simulate import simulate
 from ._system import System
@@ -84,8 +86,12 @@ def simulate_batch(
             else {"rtol": kw.get("rtol"), "atol": kw.get("atol")}
         ),
     )
+    # The failure check runs on the host, after the sharded solve: inside it, the
+    # check's host callback (a branch, never taken on success) would make XLA's
+    # partitioner gather the whole batch onto one device on every call.
+    throw = simulate_kwargs.pop("throw", True)
     # Floats (t1, tolerances) as arrays: new values must not recompile.
-    simulate_kwargs = floats_as_arrays(simulate_kwargs)
+    simulate_kwargs = floats_as_arrays({**simulate_kwargs, "throw": False})
     batch = q0s.shape[0]
     if params_batched:
         for leaf in jax.tree.leaves(params):
@@ -111,7 +117,17 @@ def simulate_batch(
     out = _sharded(system, mesh, q0s, qd0s, params, params_batched, simulate_kwargs)
     if padded != batch:
         out = jax.tree.map(lambda x: x[:batch] if eqx.is_array(x) else x, out)
+    if throw:
+        raise_if_failed(gather(out.result._value))
     return out
+
+
+def gather(x) -> np.ndarray:
+    """`x` on this host as NumPy: with several processes, every process's shards
+    of a global array (`process_allgather`)."""
+    if jax.process_count() > 1 and not x.is_fully_addressable:
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
 
 
 @eqx.filter_jit

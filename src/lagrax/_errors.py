@@ -79,6 +79,14 @@ def failure_message(codes) -> str:
     return "\n".join(lines)
 
 
+def raise_if_failed(codes) -> None:
+    """On the host: raise the message of result codes (one, or a batch's, by
+    member) if any is a failure."""
+    codes = np.asarray(codes)
+    if np.any(np.asarray(is_failure(_wrap(codes)))):
+        _raise(codes)
+
+
 def _raise(codes):
     message = failure_message(codes)
     # Raised the way equinox raises its own runtime errors, so that
