@@ -1,5 +1,6 @@
 """Many processes (jax.distributed) and sweeps larger than memory: the numbers of
-one process, every member computed once, memory flat as the sweep grows."""
+one process (simulations, a sweep, a batch of control optimisations), every member
+computed once, memory flat as the sweep grows."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import sys
 import textwrap
 import tracemalloc
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -30,7 +32,7 @@ def _members(count):
 WORKER = textwrap.dedent(
     """
     import os, sys
-    process_id, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    process_id, port, out, job = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     import jax
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -41,6 +43,21 @@ WORKER = textwrap.dedent(
     import lagrax as lx
     from tests.test_distributed import MODEL, TS, _members
     assert jax.device_count() == 4 and jax.local_device_count() == 2
+    if job == "optimise":
+        # A batch of control optimisations (the rail problem of
+        # test_optimize_controls, one goal and mass per member), sharded over
+        # both processes' devices.
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        from tests.test_distributed import optimisations
+        mesh = Mesh(np.asarray(jax.devices()), ("batch",))
+        shard = NamedSharding(mesh, PartitionSpec("batch"))
+        goals, masses = (jax.make_array_from_callback((4,), shard, lambda i, v=v: v[i])
+                         for v in (np.linspace(0.5, 1.2, 4), np.linspace(1.0, 2.5, 4)))
+        u = multihost_utils.process_allgather(optimisations(goals, masses), tiled=True)
+        if process_id == 0:
+            np.save(out + "/controls.npy", np.asarray(u))
+        print("process", process_id, "done", flush=True)
+        sys.exit(0)
     q0s, qd0s = _members(10)
     # simulate_batch: a global array sharded over both processes (8 of 10: the
     # batch must divide over the 4 devices).
@@ -57,16 +74,27 @@ WORKER = textwrap.dedent(
 )
 
 
+@jax.jit
+def optimisations(goals, masses):
+    """One control optimisation per (goal, mass) of test_optimize_controls's
+    rail problem, vmapped: the optimal force values."""
+    from .test_optimize_controls import PARAMS, solve
+
+    def one(goal, mass):
+        return solve({**PARAMS, "goal": goal, "mass": mass}).params["u"]
+
+    return jax.vmap(one)(goals, masses)
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def test_two_processes_give_the_numbers_of_one(tmp_path):
-    """simulate_batch and sweep across two local processes (jax.distributed, CPU
-    collectives, two emulated devices each) against one process: equal to
-    round-off. The processes are always ended."""
+def _two_processes(job, tmp_path):
+    """Run WORKER's `job` in two local processes (jax.distributed, CPU
+    collectives, two emulated devices each); they are always ended."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     flags = os.environ.get("XLA_FLAGS", "")
     flags = f"{flags} --xla_force_host_platform_device_count=2"
@@ -75,7 +103,7 @@ def test_two_processes_give_the_numbers_of_one(tmp_path):
     port = str(_free_port())
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(i), port, str(tmp_path)],
+            [sys.executable, "-c", WORKER, str(i), port, str(tmp_path), job],
             env=env,
             cwd=root,
             stdout=subprocess.PIPE,
@@ -93,6 +121,12 @@ def test_two_processes_give_the_numbers_of_one(tmp_path):
                 p.wait()
     for p, out in zip(procs, outputs, strict=True):
         assert p.returncode == 0, out[-3000:]
+
+
+def test_two_processes_give_the_numbers_of_one(tmp_path):
+    """simulate_batch and sweep across two local processes against one process:
+    equal to round-off."""
+    _two_processes("simulate", tmp_path)
     q0s, qd0s = _members(10)
     one = lx.simulate_batch(MODEL.system, q0s, qd0s, MODEL.params, t1=1.0, ts=TS)
     np.testing.assert_allclose(np.load(tmp_path / "batch_q.npy"), one.q[:8], rtol=0,
@@ -102,6 +136,22 @@ def test_two_processes_give_the_numbers_of_one(tmp_path):
     assert list(data["index"]) == list(range(10)) and len(sweep.failed()) == 0
     np.testing.assert_allclose(data["q"], one.q, rtol=0, atol=1e-12)
     np.testing.assert_allclose(data["energy"], one.energy, rtol=1e-12)
+
+
+@pytest.mark.slow  # 45-85 s: the interior-point solver compiled in three processes
+def test_a_batch_of_control_optimisations_across_two_processes(tmp_path):
+    """Four control optimisations vmapped and sharded over two processes: the
+    numbers of one process, and each the closed-form optimum."""
+    _two_processes("optimise", tmp_path)
+    goals, masses = np.linspace(0.5, 1.2, 4), np.linspace(1.0, 2.5, 4)
+    u = optimisations(jnp.asarray(goals), jnp.asarray(masses))
+    np.testing.assert_allclose(np.load(tmp_path / "controls.npy"), u, atol=1e-10)
+    # And each is the least-norm force of the transcription (closed form).
+    from .test_optimize_controls import linear_map
+
+    for i, (goal, mass) in enumerate(zip(goals, masses, strict=True)):
+        exact = np.linalg.pinv(linear_map(mass)) @ np.array([goal, 0.0])
+        np.testing.assert_allclose(u[i], exact, atol=1e-8)
 
 
 class _Interrupting:

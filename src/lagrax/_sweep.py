@@ -177,8 +177,9 @@ def sweep(
     - `system`, `params`, `params_batched`, `**simulate_kwargs`: as for
         [`lagrax.simulate_batch`][] (`t1=` is required; `throw` is not taken: a
         failed member is recorded, not raised).
-    - `q0s`, `qd0s`: (B, n) initial states: arrays or memory maps, read one
-        chunk at a time.
+    - `q0s`, `qd0s`: (B, n) initial states, read one chunk (a slice) at a time:
+        arrays, memory maps, or any object with a `.shape` whose slices are the
+        rows (states generated on demand).
     - `path`: the folder to write (created if missing).
     - `chunk_size`: members per chunk (default 1024): large enough to fill the
         devices, small enough for their memory.
