@@ -64,9 +64,10 @@ WORKER = textwrap.dedent(
     sol = lx.simulate_batch(MODEL.system, q0s[:8], qd0s[:8], MODEL.params, t1=1.0,
                             ts=TS)
     q = multihost_utils.process_allgather(sol.q, tiled=True)
-    # A sweep: 10 members in chunks of 4 (the last padded), process 0 writes.
+    # A sweep: 10 members in chunks of 8 (the last padded: the program of the
+    # batch above), process 0 writes.
     sweep = lx.sweep(MODEL.system, q0s, qd0s, MODEL.params, path=out + "/sweep",
-                     chunk_size=4, t1=1.0, ts=TS, progress=False)
+                     chunk_size=8, t1=1.0, ts=TS, progress=False)
     if process_id == 0:
         np.save(out + "/batch_q.npy", np.asarray(q))
     print("process", process_id, "done", flush=True)
