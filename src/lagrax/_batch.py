@@ -94,13 +94,7 @@ def simulate_batch(
     simulate_kwargs = floats_as_arrays({**simulate_kwargs, "throw": False})
     batch = q0s.shape[0]
     if params_batched:
-        for leaf in jax.tree.leaves(params):
-            if jnp.ndim(leaf) == 0 or jnp.shape(leaf)[0] != batch:
-                raise ValueError(
-                    "simulate_batch: with params_batched=True every leaf of params "
-                    f"needs a leading axis of size {batch}; got one of shape "
-                    f"{jnp.shape(leaf)}."
-                )
+        check_batched_params("simulate_batch", params, batch)
     devices = jax.devices() if devices is None else list(devices)
     mesh = Mesh(np.asarray(devices), (AXIS,))
     padded = -(-batch // len(devices)) * len(devices)
@@ -120,6 +114,17 @@ def simulate_batch(
     if throw:
         raise_if_failed(gather(out.result._value))
     return out
+
+
+def check_batched_params(caller: str, params: Params, batch: int) -> None:
+    """Every leaf of `params` has a leading axis of size `batch`, or a ValueError
+    from `caller` says which does not."""
+    for leaf in jax.tree.leaves(params):
+        if np.ndim(leaf) == 0 or np.shape(leaf)[0] != batch:
+            raise ValueError(
+                f"{caller}: with params_batched=True every leaf of params needs a "
+                f"leading axis of size {batch}; got one of shape {np.shape(leaf)}."
+            )
 
 
 def gather(x) -> np.ndarray:

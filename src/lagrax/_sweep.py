@@ -17,7 +17,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from tqdm.auto import tqdm
 
-from ._batch import gather, simulate_batch
+from ._batch import check_batched_params, gather, simulate_batch
 from ._custom_types import Params
 from ._results import RESULTS, is_failure, result_names
 from ._system import System
@@ -212,12 +212,7 @@ def sweep(
     if num == 0:
         raise ValueError("sweep: q0s holds no members.")
     if params_batched:
-        for leaf in jax.tree.leaves(params):
-            if np.ndim(leaf) == 0 or np.shape(leaf)[0] != num:
-                raise ValueError(
-                    "sweep: with params_batched=True every leaf of params needs a "
-                    f"leading axis of size {num}; got one of shape {np.shape(leaf)}."
-                )
+        check_batched_params("sweep", params, num)
     path = Path(path)
     num_chunks = -(-num // chunk_size)
     settings = _describe(
