@@ -334,9 +334,10 @@ def _pad(x: np.ndarray, size: int) -> np.ndarray:
     return np.concatenate([x, np.repeat(x[-1:], size - x.shape[0], axis=0)])
 
 
-def _fingerprint(q, qd, params) -> str:
+def _fingerprint(*trees) -> str:
+    """A digest of the arrays in `trees` (their dtypes, shapes and values)."""
     digest = hashlib.blake2b(digest_size=16)
-    for leaf in [q, qd, *jax.tree.leaves(params)]:
+    for leaf in jax.tree.leaves(trees):
         a = np.ascontiguousarray(np.asarray(leaf))
         digest.update(str((a.dtype, a.shape)).encode())
         digest.update(a.tobytes())
@@ -354,7 +355,7 @@ def _describe(kwargs: dict) -> dict:
         elif leaves and all(
             isinstance(x, (np.ndarray, jax.Array, float, int)) for x in leaves
         ):
-            out[key] = _fingerprint(np.zeros(0), np.zeros(0), value)
+            out[key] = _fingerprint(value)
         else:
             out[key] = repr(value)
     return out
@@ -417,11 +418,12 @@ def _write_json(target: Path, data: dict) -> None:
 
 
 def _write_failed(result: Sweep) -> None:
-    """failed.json: the failed members by result name, next to the data."""
-    status = result.status()
-    index = np.concatenate([c["index"] for c in result.chunks("result")] or [[]])
-    failed = {}
-    for name in dict.fromkeys(status.tolist()):
-        if name not in ("successful", "event_occurred"):
-            failed[name] = index[status == name].astype(int).tolist()
+    """failed.json: the failed members by result name, next to the data. One
+    pass over the chunks, naming only the failed members."""
+    failed: dict[str, list[int]] = {}
+    for chunk in result.chunks("result"):
+        bad = np.asarray(is_failure(_codes(chunk["result"])))
+        names = result_names(_codes(chunk["result"][bad])).tolist()
+        for name, index in zip(names, chunk["index"][bad].tolist(), strict=True):
+            failed.setdefault(name, []).append(int(index))
     _write_json(result.path / "failed.json", {"failed": failed})
