@@ -8,6 +8,7 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import lagrax as lx
 
@@ -55,9 +56,11 @@ def test_simulate_batch_returns_whole_trajectories():
 
 SHARDED = textwrap.dedent(
     """
-    import jax, jax.numpy as jnp, numpy as np
+    import jax
+    import lagrax as lx  # starts no JAX backend: use_cpu_devices still works
+    lx.use_cpu_devices(4)
     jax.config.update("jax_enable_x64", True)
-    import lagrax as lx
+    import jax.numpy as jnp, numpy as np
     assert len(jax.devices()) == 4, jax.devices()
     model = lx.systems.pendulum()  # the cheapest to compile
     q0, _ = model.initial_state()
@@ -75,18 +78,72 @@ SHARDED = textwrap.dedent(
     np.testing.assert_allclose(sharded.q, single.q, rtol=0, atol=1e-12)
     np.testing.assert_allclose(sharded.multipliers, single.multipliers, atol=1e-10)
     assert len(sharded.q.sharding.device_set) >= 1
+    # The four-bar, 64 members a device: its batched LAPACK calls (Cholesky,
+    # SVD) fan out over XLA's CPU pool and wait for it; with one pool thread per
+    # device they hung (jaxlib 0.10), with use_cpu_devices's pool they run.
+    model = lx.systems.four_bar()
+    q0, qd0 = model.initial_state()
+    q0s = jnp.stack([q0] * 256)
+    qd0s = qd0 * jnp.linspace(0.5, 1.5, 256)[:, None]
+    kw = dict(t1=1.0, ts=jnp.linspace(0.0, 1.0, 3))
+    sharded = lx.simulate_batch(model.system, q0s, qd0s, model.params, **kw)
+    single = lx.simulate_batch(
+        model.system, q0s, qd0s, model.params, devices=jax.devices()[:1], **kw
+    )
+    np.testing.assert_allclose(sharded.q, single.q, rtol=0, atol=1e-12)
     print("sharded over", len(jax.devices()), "devices: identical to round-off")
     """
 )
 
 
-def test_sharded_over_four_emulated_devices():
-    flags = os.environ.get("XLA_FLAGS", "")  # the session's own flags kept
-    flags = f"{flags} --xla_force_host_platform_device_count=4"
-    env = {**os.environ, "XLA_FLAGS": flags}
+def test_sharded_over_four_cpu_devices():
     proc = subprocess.run(
-        [sys.executable, "-c", SHARDED], env=env, capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
+        [sys.executable, "-c", SHARDED], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "identical" in proc.stdout
+
+
+UNSAFE = textwrap.dedent(
+    """
+    import jax
+    import lagrax as lx
+    from jax._src import xla_bridge
+    assert not xla_bridge.backends_are_initialized()  # import lagrax starts none
+    jax.config.update("jax_enable_x64", True)
+    model = lx.systems.pendulum()
+    q0, qd0 = model.initial_state()
+    assert len(jax.devices()) == 2
+    try:
+        lx.simulate_batch(model.system, [q0] * 2, [qd0] * 2, model.params, t1=1.0)
+    except RuntimeError as e:
+        assert "use_cpu_devices(2)" in str(e) and "NPROC=4" in str(e), e
+        print("refused")
+    try:
+        lx.use_cpu_devices(2)
+    except RuntimeError as e:
+        assert "right after `import jax`" in str(e), e
+        print("too late")
+    """
+)
+
+
+def test_cpu_devices_without_enough_pool_threads_are_refused_not_hung():
+    """Two CPU devices on a pool of two threads: simulate_batch refuses with the
+    remedy instead of risking the hang; use_cpu_devices after JAX started says
+    when to call it."""
+    flags = os.environ.get("XLA_FLAGS", "")  # the session's own flags kept
+    flags = f"{flags} --xla_force_host_platform_device_count=2"
+    env = {**os.environ, "XLA_FLAGS": flags, "NPROC": "2"}
+    proc = subprocess.run(
+        [sys.executable, "-c", UNSAFE], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == ["refused", "too late"], proc.stdout
+
+
+def test_use_cpu_devices_checks_its_argument():
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match="use_cpu_devices: count"):
+            lx.use_cpu_devices(bad)

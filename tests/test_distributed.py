@@ -34,13 +34,14 @@ WORKER = textwrap.dedent(
     import os, sys
     process_id, port, out, job = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     import jax
+    import lagrax as lx
+    lx.use_cpu_devices(2)  # before the backends start (distributed.initialize)
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}",
                                num_processes=2, process_id=process_id)
     import jax.numpy as jnp, numpy as np
     from jax.experimental import multihost_utils
-    import lagrax as lx
     from tests.test_distributed import MODEL, TS, _members
     assert jax.device_count() == 4 and jax.local_device_count() == 2
     if job == "optimise":
@@ -95,12 +96,9 @@ def _free_port():
 
 def _two_processes(job, tmp_path):
     """Run WORKER's `job` in two local processes (jax.distributed, CPU
-    collectives, two emulated devices each); they are always ended."""
+    collectives, two CPU devices each); they are always ended."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    flags = os.environ.get("XLA_FLAGS", "")
-    flags = f"{flags} --xla_force_host_platform_device_count=2"
-    env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu",
-           "PYTHONPATH": root}  # fmt: skip
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": root}
     port = str(_free_port())
     procs = [
         subprocess.Popen(

@@ -3,7 +3,10 @@
 import importlib.metadata
 
 from . import bodies as bodies, systems as systems
-from ._batch import simulate_batch as simulate_batch
+from ._batch import (
+    simulate_batch as simulate_batch,
+    use_cpu_devices as use_cpu_devices,
+)
 from ._control import (
     AbstractControl as AbstractControl,
     CubicSpline as CubicSpline,

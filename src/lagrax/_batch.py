@@ -1,5 +1,7 @@
 """`simulate_batch`: many simulations at once, sharded over the devices."""
 
+import glob
+import os
 from typing import Any
 
 import equinox as eqx
@@ -96,6 +98,7 @@ def simulate_batch(
     if params_batched:
         check_batched_params("simulate_batch", params, batch)
     devices = jax.devices() if devices is None else list(devices)
+    check_cpu_pool("simulate_batch", devices)
     mesh = Mesh(np.asarray(devices), (AXIS,))
     padded = -(-batch // len(devices)) * len(devices)
 
@@ -114,6 +117,87 @@ def simulate_batch(
     if throw:
         raise_if_failed(gather(out.result._value))
     return out
+
+
+def use_cpu_devices(count: int) -> None:
+    """Split this process's CPU into `count` JAX devices, so that
+    [`lagrax.simulate_batch`][] and [`lagrax.sweep`][] shard a batch over its
+    cores (one device per core is the usual choice). Call it right after
+    `import jax`, before any JAX operation (and before
+    `jax.distributed.initialize`).
+
+    It sets `jax_num_cpu_devices` and gives XLA's CPU thread pool at least
+    `2 * count` threads (the `NPROC` environment variable, read once when the
+    CPU backend starts). The pool must be larger than the number of devices:
+    jaxlib 0.10's batched LAPACK kernels (Cholesky, LU, SVD, ...) wait on the
+    pool for their own sub-tasks, so with one pool thread per device every
+    device can end up waiting and the run hangs. `simulate_batch` refuses such a
+    configuration instead of hanging.
+
+    **Arguments:**
+
+    - `count`: the number of CPU devices, >= 1.
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(
+            f"use_cpu_devices: count must be an integer >= 1, got {count!r}."
+        )
+    try:
+        jax.config.update("jax_num_cpu_devices", count)
+    except RuntimeError as e:
+        raise RuntimeError(
+            "use_cpu_devices: JAX's backends have already started in this "
+            "process; call lagrax.use_cpu_devices right after `import jax`, before "
+            "any JAX operation."
+        ) from e
+    threads = max(_cores(), 2 * count, int(os.environ.get("NPROC", "0") or 0))
+    os.environ["NPROC"] = str(threads)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _cpu_pool_threads() -> int:
+    """The threads of XLA's CPU pool in this process: counted where Linux names
+    them (`tf_XLAEigen`), else the size XLA chooses (`NPROC`, else the cores)."""
+    names = []
+    for path in glob.glob("/proc/self/task/*/comm"):
+        try:
+            with open(path) as f:
+                names.append(f.read().strip())
+        except OSError:  # a thread that ended meanwhile
+            pass
+    counted = sum(name == "tf_XLAEigen" for name in names)
+    if counted:
+        return counted
+    nproc = os.environ.get("NPROC", "")
+    return int(nproc) if nproc.isdigit() else _cores()
+
+
+def check_cpu_pool(caller: str, devices: list[jax.Device]) -> None:
+    """Refuse to shard over more CPU devices of this process than XLA's CPU pool
+    can serve (see [`lagrax.use_cpu_devices`][]): such a run can hang."""
+    local = sum(
+        d.platform == "cpu" and d.process_index == jax.process_index() for d in devices
+    )
+    if local < 2:
+        return
+    threads = _cpu_pool_threads()
+    if threads > local:
+        return
+    raise RuntimeError(
+        f"{caller}: sharding over {local} CPU devices of this process, whose XLA "
+        f"CPU thread pool has {threads} threads; it needs more threads than "
+        "devices, or jaxlib's batched LAPACK kernels (Cholesky, LU, SVD) can wait "
+        "on each other and hang. Start the process with "
+        f"lagrax.use_cpu_devices({local}) right after `import jax` (instead of "
+        f"--xla_force_host_platform_device_count), or set NPROC={2 * local} in the "
+        "environment, or pass devices=jax.devices()[:1]."
+    )
 
 
 def check_batched_params(caller: str, params: Params, batch: int) -> None:

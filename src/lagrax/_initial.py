@@ -22,7 +22,7 @@ from ._mechanics import (
 from ._system import System
 
 
-_STEPS = 2.0 ** -jnp.arange(8)  # backtracking line search: 1, 1/2, ..., 1/128
+_STEPS = 2.0 ** -np.arange(8)  # backtracking line search: 1, 1/2, ..., 1/128
 
 
 def _free_mask(name: str, fixed, n: int) -> np.ndarray:
@@ -223,7 +223,7 @@ def _closest_point(system, q, params, t, free, max_iterations):
     """
     dtype = q.dtype
     eps = jnp.finfo(dtype).eps
-    steps = _STEPS.astype(dtype)
+    steps = jnp.asarray(_STEPS, dtype)
 
     def residual(x):
         return jnp.linalg.norm(constraint_value(system, t, x, params))
