@@ -52,6 +52,10 @@ class Model(eqx.Module):
         parameters (a damper c = 0 does no work). `None` (the default): derived
         by `is_conservative`. Where it is not, E(t) - E(0) is the work of the
         forces and drives.
+    - `joint_space`, `joint_limits`: for a model read from a file
+        ([`lagrax.bodies.from_mjcf`][]): its joint space (see
+        `from_joint_space`, `to_joint_space`) and its joints' ranges, (name,
+        (low, high)) pairs, kept as data and not enforced.
     - `reference`: a published reference solution, where one exists: a dict with
         the time `t` and the values of `q`, `qd`, ... there, in lagrax's sign
         convention.
@@ -77,6 +81,26 @@ class Model(eqx.Module):
     conservative: bool | Callable[[Params], Any] | None = eqx.field(
         static=True, default=None
     )
+    joint_space: Any = None
+    joint_limits: tuple[tuple[str, tuple[float, float]], ...] = eqx.field(
+        static=True, default=()
+    )
+
+    def from_joint_space(self, qpos, qvel) -> tuple[Array, Array]:
+        """lagrax's (q, qd) at a model file's joint positions and velocities
+        (MuJoCo's qpos, qvel): forward kinematics, consistent by construction.
+        Only for models read by [`lagrax.bodies.from_mjcf`][]."""
+        from ..bodies._mjcf import joint_space_of
+
+        return joint_space_of(self).from_joint_space(qpos, qvel)
+
+    def to_joint_space(self, q, qd) -> tuple[Array, Array]:
+        """The model file's joint positions and velocities (MuJoCo's qpos,
+        qvel) at lagrax's (q, qd): the bodies' relative motion at each joint.
+        Differentiable; only for models read by [`lagrax.bodies.from_mjcf`][]."""
+        from ..bodies._mjcf import joint_space_of
+
+        return joint_space_of(self).to_joint_space(q, qd)
 
     def is_conservative(self, params: Params | None = None) -> bool:
         """Whether the energy is conserved under `params` (default: the model's).

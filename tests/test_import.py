@@ -1,0 +1,228 @@
+"""Models read from MJCF (`lb.from_mjcf`) against MuJoCo's own dynamics: its
+accelerations (`mj_forward`'s qacc) at random states, the hard-constraint
+solution built from its mass matrix, bias forces and constraint Jacobian for a
+closed loop, and its trajectories."""
+
+import importlib.resources
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+import lagrax as lx
+import lagrax.bodies as lb
+
+
+MODELS = pathlib.Path(__file__).parent / "models"
+GYM = importlib.resources.files("gymnasium") / "envs" / "mujoco" / "assets"
+OFF = mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_LIMIT
+
+
+def _pusher() -> mujoco.MjModel:
+    """Gymnasium's 7-joint pusher arm without its object and goal (each a body
+    with two joints, which lagrax does not read)."""
+    spec = mujoco.MjSpec.from_file(str(GYM / "pusher.xml"))
+    for body in ("object", "goal"):
+        spec.delete(spec.body(body))
+    return spec.compile()
+
+
+SOURCES = {
+    # Two hinges, the lower one damped; capsules off the joint axes.
+    "double_pendulum": lambda: str(MODELS / "double_pendulum.xml"),
+    # A slide, a tilted hinge with a reference angle, a ball, a welded tool
+    # (merged), a free body; full inertia tensors off the geoms.
+    "arm": lambda: str(MODELS / "arm.xml"),
+    # Robots shipped by a package: gymnasium's cart with two poles, and its
+    # 7-joint arm (armature and damping on every joint).
+    "inverted_double_pendulum": lambda: str(GYM / "inverted_double_pendulum.xml"),
+    "pusher": _pusher,
+}
+
+
+def _mujoco(source):
+    m = (
+        source
+        if isinstance(source, mujoco.MjModel)
+        else mujoco.MjModel.from_xml_path(source)
+    )
+    m.opt.disableflags |= OFF  # contacts and limits off: the smooth dynamics
+    return m, mujoco.MjData(m)
+
+
+def _random_joint_state(m, rng):
+    qpos = m.qpos0.copy()
+    for j in range(m.njnt):
+        a, kind = m.jnt_qposadr[j], int(m.jnt_type[j])
+        if kind in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE)):
+            qpos[a] += rng.uniform(-1.0, 1.0)
+        elif kind == int(mujoco.mjtJoint.mjJNT_BALL):
+            e = rng.normal(size=4)
+            qpos[a : a + 4] = e / np.linalg.norm(e)
+        else:
+            qpos[a : a + 3] += 0.3 * rng.normal(size=3)
+            e = rng.normal(size=4)
+            qpos[a + 3 : a + 7] = e / np.linalg.norm(e)
+    return qpos, rng.normal(size=m.nv)
+
+
+def _joint_accelerations(model, saddle_solver=None):
+    """qacc of lagrax's motion at joint state (qpos, qvel), jitted once."""
+
+    @jax.jit
+    def qacc(qpos, qvel, params):
+        q, qd = model.from_joint_space(qpos, qvel)
+        qdd, _ = lx.accelerations(
+            model.system, 0.0, q, qd, params, saddle_solver=saddle_solver
+        )
+        _, (_, out) = jax.jvp(model.to_joint_space, (q, qd), (qd, qdd))
+        return out
+
+    return qacc
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_accelerations_equal_mujocos(name):
+    source = SOURCES[name]()
+    model = lb.from_mjcf(source)
+    m, d = _mujoco(source)
+    qacc = _joint_accelerations(model)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        qpos, qvel = _random_joint_state(m, rng)
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mujoco.mj_forward(m, d)
+        ours = np.asarray(qacc(qpos, qvel, model.params))
+        scale = np.max(np.abs(d.qacc))
+        np.testing.assert_allclose(ours, d.qacc, rtol=0, atol=1e-9 * scale)
+        # And the joint space maps back and forth (hinges within (-pi, pi]).
+        q, qd = model.from_joint_space(qpos, qvel)
+        back_pos, back_vel = model.to_joint_space(q, qd)
+        np.testing.assert_allclose(back_vel, qvel, atol=1e-12)
+        assert np.max(np.abs(model.system.constraints(0.0, q, model.params))) < 1e-12
+        del back_pos
+
+
+def test_forward_kinematics_equals_mujocos():
+    """Every moving body's mass centre from from_joint_space equals MuJoCo's
+    xipos (the double pendulum's bodies have no welded parts)."""
+    source = SOURCES["double_pendulum"]()
+    model = lb.from_mjcf(source)
+    m, d = _mujoco(source)
+    qpos, qvel = _random_joint_state(m, np.random.default_rng(1))
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    mujoco.mj_forward(m, d)
+    q, _ = model.from_joint_space(qpos, qvel)
+    for g, body in enumerate(("upper", "lower")):
+        np.testing.assert_allclose(q[7 * g : 7 * g + 3], d.body(body).xipos, atol=1e-14)
+    qpos_back, _ = model.to_joint_space(q, jnp.zeros_like(q))
+    np.testing.assert_allclose(qpos_back, qpos, atol=1e-12)
+
+
+def test_closed_loop_equals_the_hard_solution_from_mujocos_pieces():
+    """A four-bar closed by `equality connect` (a planar loop of spatial hinges:
+    one row is redundant, so the least-squares saddle solver). MuJoCo's own
+    equality constraints are soft (regularised); the reference is the hard
+    solution of its mass matrix, bias and passive forces, constraint Jacobian
+    efc_J and that Jacobian's rate (mj_jacDot)."""
+    source = str(MODELS / "four_bar.xml")
+    model = lb.from_mjcf(source)
+    m, d = _mujoco(source)
+    qacc = _joint_accelerations(model, lx.LeastSquares())
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        guess = model.from_joint_space(
+            m.qpos0 + np.array([rng.uniform(-0.5, 0.5), 0.0, 0.0]),
+            np.array([rng.normal(), 0.0, 0.0]),
+        )
+        crank = list(range(7))  # keep the crank; the loop solves the rest
+        q, qd = lx.consistent_state(
+            model.system, *guess, model.params, fixed_q=crank, fixed_qd=crank
+        )
+        qpos, qvel = (np.asarray(x) for x in model.to_joint_space(q, qd))
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mujoco.mj_forward(m, d)
+        mass = np.zeros((m.nv, m.nv))
+        mujoco.mj_fullM(m, d, mass)
+        jac = d.efc_J.reshape(d.nefc, m.nv)[:3]
+        b1, b2 = m.eq_obj1id[0], m.eq_obj2id[0]
+        p1 = d.xpos[b1] + d.xmat[b1].reshape(3, 3) @ m.eq_data[0, :3]
+        p2 = d.xpos[b2] + d.xmat[b2].reshape(3, 3) @ m.eq_data[0, 3:6]
+        assert np.max(np.abs(p1 - p2)) < 1e-12  # the loop is closed
+        rate1, rate2 = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+        mujoco.mj_jacDot(m, d, rate1, None, p1, b1)
+        mujoco.mj_jacDot(m, d, rate2, None, p2, b2)
+        kkt = np.block([[mass, jac.T], [jac, np.zeros((3, 3))]])
+        rhs = np.concatenate([d.qfrc_passive - d.qfrc_bias, -(rate1 - rate2) @ qvel])
+        hard = np.linalg.lstsq(kkt, rhs, rcond=1e-12)[0][: m.nv]
+        ours = np.asarray(qacc(qpos, qvel, model.params))
+        np.testing.assert_allclose(ours, hard, rtol=0, atol=1e-9 * np.abs(hard).max())
+
+
+def test_trajectory_equals_mujocos():
+    """1 s of the damped double pendulum: MuJoCo's RK4 at dt = 1e-4 against
+    lagrax at rtol 1e-10, joint angles and rates."""
+    source = SOURCES["double_pendulum"]()
+    model = lb.from_mjcf(source)
+    m, d = _mujoco(source)
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    m.opt.timestep = 1e-4
+    qpos0, qvel0 = np.array([0.9, -0.4]), np.array([0.5, 1.0])
+    d.qpos[:], d.qvel[:] = qpos0, qvel0
+    for _ in range(10_000):
+        mujoco.mj_step(m, d)
+    q0, qd0 = model.from_joint_space(qpos0, qvel0)
+    sol = lx.simulate(model.system, q0, qd0, model.params, t1=1.0, rtol=1e-10,
+                      atol=1e-10)  # fmt: skip
+    qpos, qvel = model.to_joint_space(sol.q[-1], sol.qd[-1])
+    np.testing.assert_allclose(qpos, d.qpos, atol=1e-7)
+    np.testing.assert_allclose(qvel, d.qvel, atol=1e-7)
+
+
+def test_masses_inertias_and_dampings_are_named_parameters():
+    model = lb.from_mjcf(SOURCES["double_pendulum"]())
+    m = mujoco.MjModel.from_xml_path(SOURCES["double_pendulum"]())
+    assert model.params["upper.mass"] == pytest.approx(m.body("upper").mass[0])
+    assert model.params["elbow.damping"] == 0.3
+    np.testing.assert_allclose(
+        np.sort(model.params["lower.inertia"]), np.sort(m.body("lower").inertia)
+    )
+    # A heavier lower link changes the accelerations as MuJoCo's does.
+    heavier = {**model.params, "lower.mass": 2 * model.params["lower.mass"]}
+    m.body("lower").mass[0] *= 2
+    m.opt.disableflags |= OFF
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:] = [0.3, 0.2], [0.0, 0.0]
+    mujoco.mj_forward(m, d)
+    ours = _joint_accelerations(model)(d.qpos.copy(), d.qvel.copy(), heavier)
+    np.testing.assert_allclose(ours, d.qacc, rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "xml, message",
+    [
+        (
+            '<body name="b"><joint type="hinge"/><joint type="slide"/>'
+            '<geom size="0.1"/></body>',
+            "body 'b' has 2 joints",
+        ),
+        (
+            '<body name="b"><joint type="hinge" frictionloss="1"/>'
+            '<geom size="0.1"/></body>',
+            "frictionloss",
+        ),
+        (
+            '<body name="b"><joint type="hinge"/><inertial pos="0 0 0" mass="0" '
+            'diaginertia="0 0 0"/></body>',
+            "MuJoCo could not compile",  # its own check: a moving body needs mass
+        ),
+    ],
+)
+def test_what_is_not_read_is_refused_by_name(xml, message):
+    with pytest.raises(ValueError, match=message):
+        lb.from_mjcf(f"<mujoco><worldbody>{xml}</worldbody></mujoco>")
+    with pytest.raises(FileNotFoundError, match="from_mjcf: no such file"):
+        lb.from_mjcf("no/such/model.xml")
