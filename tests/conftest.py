@@ -5,6 +5,7 @@ import sys
 import tempfile
 
 import jax
+import pytest
 
 
 jax.config.update("jax_enable_x64", True)
@@ -48,15 +49,21 @@ def pytest_configure(config):
             os.environ["XLA_FLAGS"] = flags
 
 
-# The files that take longest, first. The xdist workers take whole files
-# (`--dist loadfile` in pyproject.toml): a file's tests share compiled programs,
-# which a second worker would compile again (the suite's CPU time fell by a
-# fifth so: 2 workers, 20.5 -> 16.5 min). Longest first, so that both workers
-# stay busy to the end.
+# The xdist workers take whole files (`--dist loadgroup` in pyproject.toml, one
+# group per file): a file's tests share compiled programs, which a second worker
+# would compile again (the suite's CPU time fell by a fifth so: 2 workers, 20.5
+# -> 16.5 min). Except the files whose tests each run their own process (the
+# README, the examples, the benchmarks): compiling nothing in the worker, those
+# spread over all workers, so that no worker is left alone with the longest file.
+# Longest first, so that both workers stay busy to the end.
+_OWN_PROCESSES = ("test_examples.py",)
 _LONGEST_FIRST = (
     "test_examples.py",
     "test_cli.py",
+    "test_optimize_controls.py",
     "test_gradients.py",
+    "test_import.py",
+    "test_batch.py",
     "test_reliability.py",
     "test_simulate.py",
 )
@@ -72,6 +79,9 @@ def pytest_collection_modifyitems(config, items):
         )
 
     items.sort(key=rank)  # stable: the rest keep their order
+    for item in items:
+        if item.path.name not in _OWN_PROCESSES:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
 
 
 def pytest_unconfigure(config):

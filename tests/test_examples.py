@@ -94,6 +94,11 @@ EXPECTED = {
         r"re-simulated \d\.\de-0[5-9]"
     ),
     "period_sweep.py": r"worst relative error of the period: \d\.\d+e-(1\d|0[7-9])",
+    "robot_fit.py": r"every fitted value within [0-3]\.\d standard errors",
+    "sympy_model.py": (
+        r"largest difference \d\.\de-1\d[\s\S]*relative difference "
+        r"\d\.\de-(0[6-9]|1\d)"
+    ),
 }
 
 

@@ -226,3 +226,62 @@ def test_what_is_not_read_is_refused_by_name(xml, message):
         lb.from_mjcf(f"<mujoco><worldbody>{xml}</worldbody></mujoco>")
     with pytest.raises(FileNotFoundError, match="from_mjcf: no such file"):
         lb.from_mjcf("no/such/model.xml")
+
+
+def test_urdf_arm_equals_mujocos_reading_of_it():
+    """A URDF arm (revolute, continuous about a tilted axis, prismatic, fixed
+    tool, damping, inertials off the axes, meshes that are not shipped): lagrax's
+    accelerations equal MuJoCo's for the same robot at random states."""
+    model = lb.from_urdf(MODELS / "arm.urdf")
+    assert model.name == "arm3"
+    assert dict(model.joint_limits)["shoulder"] == (-2.0, 2.0)
+    assert "elbow" not in dict(model.joint_limits)  # continuous
+    assert model.params["wrist.damping"] == 1.5
+    # MuJoCo's own reading of the file, geometry stripped as from_urdf does.
+    spec = mujoco.MjSpec.from_string(_without_geometry(MODELS / "arm.urdf"))
+    m, d = _mujoco(spec.compile())
+    qacc = _joint_accelerations(model)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        qpos, qvel = _random_joint_state(m, rng)
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mujoco.mj_forward(m, d)
+        ours = np.asarray(qacc(qpos, qvel, model.params))
+        np.testing.assert_allclose(ours, d.qacc, atol=1e-9 * np.abs(d.qacc).max())
+
+
+def _without_geometry(path):
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(path).getroot()
+    for link in root.iter("link"):
+        for tag in ("visual", "collision"):
+            for element in link.findall(tag):
+                link.remove(element)
+    return ET.tostring(root, encoding="unicode")
+
+
+def test_urdf_pendulum_against_its_equation():
+    """One link on a revolute joint about y, its mass centre d along x of the
+    joint: (I_yy + m d^2) theta'' = m g d cos(theta), from the URDF as written."""
+    m_, d_, iyy = 1.7, 0.35, 0.02
+    urdf = f"""<robot name="pendulum">
+      <link name="world_link"/>
+      <link name="bob"><inertial><origin xyz="{d_} 0 0"/><mass value="{m_}"/>
+        <inertia ixx="0.01" iyy="{iyy}" izz="0.015" ixy="0" ixz="0" iyz="0"/>
+      </inertial></link>
+      <joint name="pivot" type="revolute"><parent link="world_link"/>
+        <child link="bob"/><axis xyz="0 1 0"/>
+        <limit lower="-3" upper="3" effort="1" velocity="1"/></joint>
+    </robot>"""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = pathlib.Path(folder) / "pendulum.urdf"
+        path.write_text(urdf)
+        model = lb.from_urdf(path)
+    qacc = _joint_accelerations(model)
+    for theta in (-1.0, 0.2, 1.3):
+        expected = m_ * 9.81 * d_ * np.cos(theta) / (iyy + m_ * d_**2)
+        got = qacc(jnp.array([theta]), jnp.array([0.7]), model.params)
+        np.testing.assert_allclose(got, [expected], rtol=1e-12)

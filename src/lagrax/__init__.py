@@ -40,6 +40,7 @@ from ._sweep import (
     load_sweep as load_sweep,
     sweep as sweep,
 )
+from ._sympy import from_sympy as from_sympy
 from ._system import System as System
 from ._trajectory import Trajectory as Trajectory
 from .bodies import body_torque as body_torque, point_force as point_force

@@ -46,7 +46,11 @@ from ._loads import (
     body_torque as body_torque,
     point_force as point_force,
 )
-from ._mjcf import JointSpace as JointSpace, from_mjcf as from_mjcf
+from ._mjcf import (
+    JointSpace as JointSpace,
+    from_mjcf as from_mjcf,
+    from_urdf as from_urdf,
+)
 from ._multipliers import (
     JointForces as JointForces,
     joint_forces as joint_forces,
