@@ -34,15 +34,20 @@ def _fast_compile_flags() -> str | None:
 
 
 def pytest_configure(config):
-    """One compilation cache for the CLI's runs in this test session, shared by
-    the xdist workers (they inherit the environment): the CLI compiles each run
-    ahead of time, and the tests run the same configs several times. Never the
+    """One compilation cache for this test session, shared by the xdist workers
+    and the processes they start (they inherit the environment): the CLI
+    compiles each run ahead of time, and the tests run the same configs and
+    models several times. Never the
     user's own cache; removed when the session ends. And the fast-compiling XLA
     option above, set once by the process that starts the workers."""
     if "LAGRAX_CACHE_DIR" not in os.environ:
         path = tempfile.mkdtemp(prefix="lagrax-test-cache-")
         os.environ["LAGRAX_CACHE_DIR"] = path
         config._lagrax_cache_dir = path
+        # The same cache for every JAX program of the session (the workers and
+        # the examples' and README's processes read this when they import jax):
+        # a program two of them compile alike is compiled once.
+        os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", path)
     if "PYTEST_XDIST_WORKER" not in os.environ:
         flags = _fast_compile_flags()
         if flags is not None:

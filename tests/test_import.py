@@ -285,3 +285,45 @@ def test_urdf_pendulum_against_its_equation():
         expected = m_ * 9.81 * d_ * np.cos(theta) / (iyy + m_ * d_**2)
         got = qacc(jnp.array([theta]), jnp.array([0.7]), model.params)
         np.testing.assert_allclose(got, [expected], rtol=1e-12)
+
+
+def test_weld_equality_equals_the_welded_tree():
+    """A tip welded to a hinged arm by `equality weld` (a free body held by six
+    rows) moves as the same tip nested in the arm's body (merged into it), whose
+    accelerations equal MuJoCo's."""
+    arm = '<body name="arm" pos="0 0 1"><joint name="h" type="hinge" axis="0 1 0"/>'
+    bar = '<geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.05" mass="1"/>'
+    tip = '<geom type="box" size="0.1 0.05 0.02" mass="0.5"/>'
+    nested = (f'<mujoco><worldbody>{arm}{bar}<body name="tip" pos="0.5 0.1 0.2" '
+              f'euler="10 20 30">{tip}</body></body></worldbody></mujoco>')  # fmt: skip
+    welded = (f'<mujoco><worldbody>{arm}{bar}</body><body name="tip" '
+              f'pos="0.5 0.1 1.2" euler="10 20 30"><freejoint/>{tip}</body>'
+              '</worldbody><equality><weld body1="arm" body2="tip"/></equality>'
+              "</mujoco>")  # fmt: skip
+    tree, loop = lb.from_mjcf(nested), lb.from_mjcf(welded)
+    m, d = _mujoco(mujoco.MjModel.from_xml_string(nested))
+    q_tree = _joint_accelerations(tree)
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        angle, rate = rng.uniform(-2, 2), rng.normal()
+        d.qpos[:], d.qvel[:] = [angle], [rate]
+        mujoco.mj_forward(m, d)
+        np.testing.assert_allclose(
+            q_tree(jnp.array([angle]), jnp.array([rate]), tree.params), d.qacc,
+            rtol=1e-10,
+        )  # fmt: skip
+        # The welded model at the same motion: the arm placed, the tip solved
+        # for by the weld (consistent_state keeps the arm's coordinates).
+        m_loop = mujoco.MjModel.from_xml_string(welded)
+        qpos = m_loop.qpos0.copy()
+        qpos[0] = angle
+        qvel = np.zeros(m_loop.nv)
+        qvel[0] = rate
+        arm_only = list(range(7))
+        q, qd = lx.consistent_state(
+            loop.system, *loop.from_joint_space(qpos, qvel), loop.params,
+            fixed_q=arm_only, fixed_qd=arm_only,
+        )  # fmt: skip
+        qdd, _ = lx.accelerations(loop.system, 0.0, q, qd, loop.params)
+        _, (_, qacc) = jax.jvp(loop.to_joint_space, (q, qd), (qd, qdd))
+        np.testing.assert_allclose(qacc[0], d.qacc[0], rtol=1e-9)

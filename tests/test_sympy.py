@@ -62,6 +62,13 @@ def test_sympy_double_pendulum_equals_the_builtin():
         (a1, l1), (a2, l2) = ours(q, qd, PARAMS), theirs(q, qd, PARAMS)
         np.testing.assert_allclose(a1, a2, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(l1, l2, rtol=1e-12, atol=1e-12)
+    # And runs through lagrax as the built-in does: 1 s of motion.
+    q0, qd0 = BUILTIN.initial_state(PARAMS)
+    kw = dict(t1=1.0, ts=jnp.linspace(0.0, 1.0, 5), rtol=1e-10, atol=1e-10)
+    a = lx.simulate(system, q0, qd0, PARAMS, **kw)
+    b = lx.simulate(BUILTIN.system, q0, qd0, PARAMS, **kw)
+    np.testing.assert_allclose(a.q, b.q, atol=1e-9)
+    np.testing.assert_allclose(a.multipliers, b.multipliers, atol=1e-7)
     # Differentiable as hand-written code: d qdd / d params equal.
     q, qd = next(_states(1, seed=3))
     d1 = jax.jacobian(lambda p: ours(q, qd, p)[0])(PARAMS)

@@ -256,26 +256,36 @@ class _DofDamping(AbstractForce):
         return -pullback(d * rate)[0]
 
 
-class _Armature(eqx.Module):
-    """The Lagrangian plus MuJoCo's armature (rotor inertia) in joint space,
-    sum_k a_k qvel_k^2 / 2 with qvel = W(q) qd: exactly MuJoCo's a_k added to
-    the diagonal of its joint-space mass matrix."""
+class _JointEnergies(eqx.Module):
+    """The Lagrangian plus MuJoCo's joint-space energies: armature (rotor
+    inertia), sum_k a_k qvel_k^2 / 2 with qvel = W(q) qd, exactly MuJoCo's a_k
+    on the diagonal of its joint-space mass matrix; and joint springs, minus
+    sum_j k_j (qpos_j - qpos_spring_j)^2 / 2 for hinges and slides."""
 
     lagrangian: Any
     joint_space: JointSpace
     armature: tuple[Any, ...]  # per dof: 0.0 or a key of params
+    springs: tuple[tuple[int, Any, float], ...]  # (qpos index, k key, rest)
 
     def __call__(self, t, q, qd, params):
-        a = jnp.stack([resolve(c, params, q.dtype) for c in self.armature])
-        qvel = self.joint_space.to_joint_space(q, qd)[1]
-        return self.lagrangian(t, q, qd, params) + 0.5 * jnp.sum(a * qvel**2)
+        qpos, qvel = self.joint_space.to_joint_space(q, qd)
+        out = self.lagrangian(t, q, qd, params)
+        if any(not isinstance(c, float) for c in self.armature):
+            a = jnp.stack([resolve(c, params, q.dtype) for c in self.armature])
+            out = out + 0.5 * jnp.sum(a * qvel**2)
+        for index, key, rest in self.springs:
+            k = resolve(key, params, q.dtype)
+            out = out - 0.5 * k * (qpos[index] - rest) ** 2
+        return out
 
 
-def _with_armature(system, joint_space, nv, armature):
+def _with_joint_energies(system, joint_space, nv, armature, springs):
     keys: list[Any] = [0.0] * nv
     for d, key in armature:
         keys[d] = key
-    lagrangian = _Armature(system.lagrangian, joint_space, tuple(keys))
+    lagrangian = _JointEnergies(
+        system.lagrangian, joint_space, tuple(keys), tuple(springs)
+    )
     return eqx.tree_at(lambda s: s.lagrangian, system, lagrangian)
 
 
@@ -353,10 +363,12 @@ def from_mjcf(source, *, name: str | None = None):
     seven coordinates); bodies without joints are merged into their parent.
     Hinge, slide, ball and free joints become `Hinge`, `SpatialPrismatic`,
     `Spherical` and nothing; `equality connect` and `weld` close loops; joint
-    damping is a force, joint armature a kinetic energy in joint space; gravity
-    is MuJoCo's. Masses, principal inertias, dampings and armatures are **named
-    parameters** (`"<body>.mass"`, `"<body>.inertia"`, `"<joint>.damping"`,
-    `"<joint>.armature"`), so [`lagrax.fit`][] identifies them. Joint ranges are
+    damping is a force, joint armature a kinetic energy and joint stiffness a
+    potential in joint space; gravity is MuJoCo's. Masses, principal inertias,
+    dampings, armatures and stiffnesses are **named parameters**
+    (`"<body>.mass"`, `"<body>.inertia"`, `"<joint>.damping"`,
+    `"<joint>.armature"`, `"<joint>.stiffness"`), so [`lagrax.fit`][] identifies
+    them. Joint ranges are
     kept as data (`model.joint_limits`), not enforced; contacts, actuators and
     tendons are not read.
 
@@ -471,7 +483,7 @@ def from_mjcf(source, *, name: str | None = None):
         g = group[b]
         return np.eye(3) if g < 0 else principal_rot[g]
 
-    records, rows, damping, armature, limits = [], [], [], [], {}
+    records, rows, damping, armature, springs, limits = [], [], [], [], [], {}
     for j in range(m.njnt):
         b = m.jnt_bodyid[j]
         kind = int(m.jnt_type[j])
@@ -537,6 +549,10 @@ def from_mjcf(source, *, name: str | None = None):
                 key = f"{joint_name}.armature"
                 params[key] = float(m.dof_armature[d])
                 armature.append((d, key))
+        if m.jnt_stiffness[j] != 0:  # hinges and slides (others refused)
+            key = f"{joint_name}.stiffness"
+            params[key] = float(m.jnt_stiffness[j])
+            springs.append((int(a0), key, float(m.qpos_spring[a0])))
 
     for e in range(m.neq):
         if not m.eq_active0[e]:
@@ -555,6 +571,7 @@ def from_mjcf(source, *, name: str | None = None):
                 )  # fmt: skip
             )
         else:  # weld (others are refused above)
+            _check_weld_at_reference(mujoco, m, data, e, label)
             world = data.xpos[b2] + data.xmat[b2].reshape(3, 3) @ m.eq_data[e, :3]
             rows.append(
                 _Weld(
@@ -589,8 +606,8 @@ def from_mjcf(source, *, name: str | None = None):
     if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_GRAVITY:
         gravity = _floats(m.opt.gravity)
     system = assemble(bodies, rows, loads, gravity=gravity)
-    if armature:
-        system = _with_armature(system, joint_space, m.nv, armature)
+    if armature or springs:
+        system = _with_joint_energies(system, joint_space, m.nv, armature, springs)
 
     q0, _ = joint_space.from_joint_space(
         np.asarray(m.qpos0), np.zeros(m.nv)
@@ -690,6 +707,27 @@ def _load_module():
     return mujoco, None, None
 
 
+def _check_weld_at_reference(mujoco, m, data, e, label) -> None:
+    """lagrax welds two bodies as they stand at qpos0; MuJoCo's `relpose`, when
+    given, may ask for another relative pose: refuse that one by name."""
+    b1, b2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+    rot1 = data.xmat[b1].reshape(3, 3)
+    relpos = rot1.T @ (data.xpos[b2] - data.xpos[b1])
+    relquat = np.zeros(4)
+    mujoco.mju_mat2Quat(relquat, (rot1.T @ data.xmat[b2].reshape(3, 3)).reshape(9))
+    want_pos, want_quat = m.eq_data[e, 3:6], m.eq_data[e, 6:10]
+    want_quat = want_quat / np.linalg.norm(want_quat)
+    same_turn = min(
+        np.abs(relquat - want_quat).max(), np.abs(relquat + want_quat).max()
+    )
+    if np.abs(relpos - want_pos).max() > 1e-9 or same_turn > 1e-9:
+        raise ValueError(
+            f"from_mjcf: weld {label!r} asks for a relative pose (relpose) that the "
+            "model's reference configuration does not have; lagrax welds the two "
+            "bodies as they stand at qpos0. Remove relpose, or place the bodies so."
+        )
+
+
 def _refuse(mujoco, m, body_names: Sequence[str]) -> None:
     """Clear errors for what lagrax does not read (yet)."""
     for b in range(1, m.nbody):
@@ -707,10 +745,10 @@ def _refuse(mujoco, m, body_names: Sequence[str]) -> None:
                     f"from_mjcf: joint {j} has a non-zero frictionloss (dry "
                     "friction), which lagrax does not model; set it to 0."
                 )
-        if m.jnt_stiffness[j] != 0:
+        if m.jnt_stiffness[j] != 0 and int(m.jnt_type[j]) in (_FREE, _BALL):
             raise ValueError(
-                f"from_mjcf: joint {j} has a non-zero stiffness (a joint spring), "
-                "which lagrax does not read yet; set it to 0 or add a Spring."
+                f"from_mjcf: joint {j} is a {_KINDS[int(m.jnt_type[j])]} joint with "
+                "a non-zero stiffness; lagrax reads springs on hinges and slides."
             )
     kinds = (int(mujoco.mjtEq.mjEQ_CONNECT), int(mujoco.mjtEq.mjEQ_WELD))
     for e in range(m.neq):
