@@ -18,7 +18,7 @@ from jaxtyping import Array
 
 from ._assemble import assemble, constraint_labels
 from ._body import GROUND_3D, SpatialBody, quaternion_rotation, resolve
-from ._joints import AbstractJoint, Hinge, SpatialPrismatic, Spherical
+from ._joints import AbstractJoint, Hinge, SpatialPrismatic, Spherical, _rotation
 from ._loads import AbstractForce
 
 
@@ -305,7 +305,7 @@ class _Weld(AbstractJoint):
             q, params, self.point_b
         )
         rel = jnp.asarray(self.orientation, q.dtype).T @ (
-            _frame_rotation(self.a, q).T @ _frame_rotation(self.b, q)
+            _rotation(self.a, q).T @ _rotation(self.b, q)
         )
         turn = jnp.stack(
             [rel[2, 1] - rel[1, 2], rel[0, 2] - rel[2, 0], rel[1, 0] - rel[0, 1]]
@@ -320,20 +320,19 @@ class _Weld(AbstractJoint):
         )
 
 
-def _frame_rotation(frame, q):
-    if isinstance(frame, SpatialBody):
-        return frame.rotation(q)
-    return jnp.eye(3, dtype=q.dtype)
-
-
-def _load(source):
+def _mujoco(caller: str):
     try:
         import mujoco
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "from_mjcf: reading MJCF needs MuJoCo's compiler: pip install mujoco "
+            f"{caller}: reading models needs MuJoCo's compiler: pip install mujoco "
             "(or pip install 'lagrax[import]')."
         ) from e
+    return mujoco
+
+
+def _load(source):
+    mujoco = _mujoco("from_mjcf")
     if isinstance(source, mujoco.MjModel):
         return mujoco, source, "mjcf"
     text = os.fspath(source)
@@ -681,7 +680,7 @@ def from_urdf(path, *, name: str | None = None):
         for tag in ("visual", "collision"):
             for element in link.findall(tag):
                 link.remove(element)
-    mujoco, _, _ = _load_module()
+    mujoco = _mujoco("from_urdf")
     compiled = ET.SubElement(root, "mujoco")
     # Keep every link a body (lagrax merges welded ones itself) and the
     # inertias exactly as written.
@@ -694,17 +693,6 @@ def from_urdf(path, *, name: str | None = None):
     except ValueError as e:
         raise ValueError(f"from_urdf: MuJoCo could not read {text!r}: {e}") from e
     return from_mjcf(m, name=root.get("name") if name is None else name)
-
-
-def _load_module():
-    try:
-        import mujoco
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "from_urdf: reading URDF uses MuJoCo's compiler: pip install mujoco "
-            "(or pip install 'lagrax[import]')."
-        ) from e
-    return mujoco, None, None
 
 
 def _check_weld_at_reference(mujoco, m, data, e, label) -> None:
