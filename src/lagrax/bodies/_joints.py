@@ -209,6 +209,18 @@ def _rotation(frame: Frame, q) -> Array:
     return frame.rotation(q)
 
 
+def turn_rows(relative) -> Array:
+    """The antisymmetric part of a relative rotation C, as three rows: zero (to
+    first order) exactly where C is the identity."""
+    return jnp.stack(
+        [
+            relative[2, 1] - relative[1, 2],
+            relative[0, 2] - relative[2, 0],
+            relative[1, 0] - relative[0, 1],
+        ]
+    )
+
+
 def _unit_axis(axis: Value, params, dtype) -> Array:
     value = resolve(axis, params, dtype)
     if value.shape != (3,):
@@ -324,13 +336,7 @@ class SpatialPrismatic(AbstractJoint):
         relative = rotation_a.T @ _rotation(self.b, q)
         if self.orientation is not None:
             relative = resolve(self.orientation, params, q.dtype).T @ relative
-        turn = jnp.stack(
-            [
-                relative[2, 1] - relative[1, 2],
-                relative[0, 2] - relative[2, 0],
-                relative[1, 0] - relative[0, 1],
-            ]
-        )
+        turn = turn_rows(relative)
         return jnp.concatenate([jnp.stack(across), turn])
 
     @property

@@ -18,7 +18,14 @@ from jaxtyping import Array
 
 from ._assemble import assemble, constraint_labels
 from ._body import GROUND_3D, SpatialBody, quaternion_rotation, resolve
-from ._joints import AbstractJoint, Hinge, SpatialPrismatic, Spherical, _rotation
+from ._joints import (
+    AbstractJoint,
+    Hinge,
+    SpatialPrismatic,
+    Spherical,
+    _rotation,
+    turn_rows,
+)
 from ._loads import AbstractForce
 
 
@@ -279,12 +286,17 @@ class _JointEnergies(eqx.Module):
         return out
 
 
-def _with_joint_energies(system, joint_space, nv, armature, springs):
+def _per_dof(nv: int, pairs) -> tuple[Any, ...]:
+    """Per dof: the params key of its (dof, key) pair, else 0.0."""
     keys: list[Any] = [0.0] * nv
-    for d, key in armature:
+    for d, key in pairs:
         keys[d] = key
+    return tuple(keys)
+
+
+def _with_joint_energies(system, joint_space, nv, armature, springs):
     lagrangian = _JointEnergies(
-        system.lagrangian, joint_space, tuple(keys), tuple(springs)
+        system.lagrangian, joint_space, _per_dof(nv, armature), tuple(springs)
     )
     return eqx.tree_at(lambda s: s.lagrangian, system, lagrangian)
 
@@ -307,10 +319,7 @@ class _Weld(AbstractJoint):
         rel = jnp.asarray(self.orientation, q.dtype).T @ (
             _rotation(self.a, q).T @ _rotation(self.b, q)
         )
-        turn = jnp.stack(
-            [rel[2, 1] - rel[1, 2], rel[0, 2] - rel[2, 0], rel[1, 0] - rel[0, 1]]
-        )
-        return jnp.concatenate([pin, turn])
+        return jnp.concatenate([pin, turn_rows(rel)])
 
     @property
     def labels(self):
@@ -597,10 +606,7 @@ def from_mjcf(source, *, name: str | None = None):
     )
     loads = []
     if damping:
-        dof_keys: list[Any] = [0.0] * m.nv
-        for d, key in damping:
-            dof_keys[d] = key
-        loads.append(_DofDamping(joint_space, tuple(dof_keys)))
+        loads.append(_DofDamping(joint_space, _per_dof(m.nv, damping)))
     gravity = None
     if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_GRAVITY:
         gravity = _floats(m.opt.gravity)
