@@ -21,25 +21,28 @@ GYM = importlib.resources.files("gymnasium") / "envs" / "mujoco" / "assets"
 OFF = mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_LIMIT
 
 
-def _pusher() -> mujoco.MjModel:
-    """Gymnasium's 7-joint pusher arm without its object and goal (each a body
-    with two joints, which lagrax does not read)."""
-    spec = mujoco.MjSpec.from_file(str(GYM / "pusher.xml"))
-    for body in ("object", "goal"):
-        spec.delete(spec.body(body))
-    return spec.compile()
-
-
 SOURCES = {
     # Two hinges, the lower one damped; capsules off the joint axes.
     "double_pendulum": lambda: str(MODELS / "double_pendulum.xml"),
     # A slide, a tilted hinge with a reference angle, a ball, a welded tool
     # (merged), a free body; full inertia tensors off the geoms.
     "arm": lambda: str(MODELS / "arm.xml"),
-    # Robots shipped by a package: gymnasium's cart with two poles, and its
-    # 7-joint arm (armature and damping on every joint).
+    # Robots shipped by a package: gymnasium's cart with two poles; its 7-joint
+    # arm (armature and damping on every joint) with an object and a goal that
+    # slide in the plane (two slides in one body); its hopper, whose torso moves
+    # by two slides and a hinge (one body, three joints) and carries a leg of
+    # hinges (armature and damping on every joint).
     "inverted_double_pendulum": lambda: str(GYM / "inverted_double_pendulum.xml"),
-    "pusher": _pusher,
+    "pusher": lambda: str(GYM / "pusher.xml"),
+    "hopper": lambda: str(GYM / "hopper.xml"),
+}
+# Larger robots of the same package, run with -m slow: a humanoid (a free
+# torso; waist, hips and shoulders of two or three hinges in one body; springs,
+# armature and damping), a cheetah (springs on every joint), a walker, an ant and
+# a swimmer (without its medium).
+SLOW_SOURCES = {
+    name: (lambda name=name: str(GYM / f"{name}.xml"))
+    for name in ("humanoid", "half_cheetah", "walker2d", "ant", "swimmer")
 }
 
 
@@ -50,6 +53,7 @@ def _mujoco(source):
         else mujoco.MjModel.from_xml_path(source)
     )
     m.opt.disableflags |= OFF  # contacts and limits off: the smooth dynamics
+    m.opt.density = m.opt.viscosity = 0.0  # no medium (lagrax reads none)
     return m, mujoco.MjData(m)
 
 
@@ -84,9 +88,13 @@ def _joint_accelerations(model, saddle_solver=None):
     return qacc
 
 
-@pytest.mark.parametrize("name", sorted(SOURCES))
+@pytest.mark.parametrize(
+    "name",
+    sorted(SOURCES) + [pytest.param(n, marks=pytest.mark.slow) for n in SLOW_SOURCES],
+)
+@pytest.mark.filterwarnings("ignore:from_mjcf.*fluid forces")
 def test_accelerations_equal_mujocos(name):
-    source = SOURCES[name]()
+    source = {**SOURCES, **SLOW_SOURCES}[name]()
     model = lb.from_mjcf(source)
     m, d = _mujoco(source)
     qacc = _joint_accelerations(model)
@@ -102,8 +110,16 @@ def test_accelerations_equal_mujocos(name):
         q, qd = model.from_joint_space(qpos, qvel)
         back_pos, back_vel = model.to_joint_space(q, qd)
         np.testing.assert_allclose(back_vel, qvel, atol=1e-12)
+        # The joints of a body with several are lagrax's coordinates: exact.
+        chained = [
+            m.jnt_qposadr[j]
+            for j in range(m.njnt)
+            if np.sum(m.jnt_bodyid == m.jnt_bodyid[j]) > 1
+        ]
+        np.testing.assert_allclose(
+            np.asarray(back_pos)[chained], qpos[chained], atol=1e-15
+        )
         assert np.max(np.abs(model.system.constraints(0.0, q, model.params))) < 1e-12
-        del back_pos
 
 
 def test_forward_kinematics_equals_mujocos():
@@ -182,6 +198,51 @@ def test_trajectory_equals_mujocos():
     np.testing.assert_allclose(qvel, d.qvel, atol=1e-7)
 
 
+CART_AND_POLE = """
+<mujoco>
+  <option gravity="0 0 -9.81"/>
+  <worldbody>
+    <body name="table" pos="0 0 1">
+      <joint name="spin" type="hinge" axis="0 0 1"/>
+      <geom type="cylinder" size="0.5 0.02" mass="4"/>
+      <body name="cart" pos="0.2 0 0.1">
+        <joint name="x" type="slide" axis="1 0 0"/>
+        <joint name="z" type="slide" axis="0 0 1" ref="0.2"/>
+        <joint name="tilt" type="hinge" axis="0 1 0" pos="0.1 0 0"/>
+        <geom type="box" size="0.2 0.1 0.05" pos="0.05 0.02 0" mass="2"/>
+        <body name="pole" pos="0.1 0 0">
+          <joint name="swing" type="ball"/>
+          <geom type="capsule" fromto="0 0 0 0 0.1 -0.6" size="0.03" mass="0.5"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_body_with_several_joints_moves_as_mujocos():
+    """A body moved by two slides and a hinge (a planar base, off-centre mass) on
+    a turntable, carrying a pendulum on a ball joint: the base's coordinates are
+    its joints, named after them, and the accelerations at random states equal
+    MuJoCo's."""
+    model = lb.from_mjcf(CART_AND_POLE)
+    assert model.coordinates[7:10] == ("cart.x", "cart.z", "cart.tilt")
+    assert model.units[7:10] == ("m", "m", "rad")
+    m, d = _mujoco(mujoco.MjModel.from_xml_string(CART_AND_POLE))
+    qacc = _joint_accelerations(model)
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        qpos, qvel = _random_joint_state(m, rng)
+        q, qd = model.from_joint_space(qpos, qvel)
+        np.testing.assert_allclose(q[7:10], qpos[1:4], atol=1e-15)
+        assert np.max(np.abs(model.system.constraints(0.0, q, model.params))) < 1e-12
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mujoco.mj_forward(m, d)
+        ours = qacc(qpos, qvel, model.params)
+        np.testing.assert_allclose(ours, d.qacc, atol=1e-9 * np.abs(d.qacc).max())
+
+
 def test_masses_inertias_and_dampings_are_named_parameters():
     model = lb.from_mjcf(SOURCES["double_pendulum"]())
     m = mujoco.MjModel.from_xml_path(SOURCES["double_pendulum"]())
@@ -205,9 +266,9 @@ def test_masses_inertias_and_dampings_are_named_parameters():
     "xml, message",
     [
         (
-            '<body name="b"><joint type="hinge"/><joint type="slide"/>'
+            '<body name="b"><joint type="hinge"/><joint type="ball"/>'
             '<geom size="0.1"/></body>',
-            "body 'b' has 2 joints",
+            "body 'b' has 2 joints, one of them a ball or free joint",
         ),
         (
             '<body name="b"><joint type="hinge" frictionloss="1"/>'
@@ -327,3 +388,10 @@ def test_weld_equality_equals_the_welded_tree():
         qdd, _ = lx.accelerations(loop.system, 0.0, q, qd, loop.params)
         _, (_, qacc) = jax.jvp(loop.to_joint_space, (q, qd), (qd, qdd))
         np.testing.assert_allclose(qacc[0], d.qacc[0], rtol=1e-9)
+
+
+def test_fluid_forces_are_not_read_and_say_so():
+    """Gymnasium's swimmer swims in a viscous medium, which lagrax does not model:
+    reading it warns (its motion without the medium is checked with -m slow)."""
+    with pytest.warns(UserWarning, match="does not read fluid forces"):
+        lb.from_mjcf(str(GYM / "swimmer.xml"))

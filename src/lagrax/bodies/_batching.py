@@ -35,6 +35,10 @@ def _localize(part, n: int):
     bodies = {}
     for leaf in jax.tree.leaves(part, is_leaf=_is_body):
         if _is_body(leaf):
+            if not isinstance(leaf, PlanarBody | SpatialBody):
+                # A body that reads other coordinates too (e.g. one moved by
+                # joints from its parent): the part sees all of q.
+                return part, tuple(range(n))
             bodies.setdefault((type(leaf), leaf.index), leaf)
     offsets, indices = {}, []
     for key, body in bodies.items():

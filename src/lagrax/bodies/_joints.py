@@ -21,7 +21,6 @@ from ._body import (
     AbstractBody,
     Ground,
     PlanarBody,
-    SpatialBody,
     Value,
     matvec,
     resolve,
@@ -201,12 +200,12 @@ def _rotation(frame: Frame, q) -> Array:
                 "bodies.GROUND_3D), got the planar GROUND."
             )
         return jnp.eye(3, dtype=q.dtype)
-    if not isinstance(frame, SpatialBody):
+    if not (isinstance(frame, AbstractBody) and frame.dim == 3):
         raise TypeError(
             "this joint is spatial: connect SpatialBody objects (or lagrax.bodies."
             f"GROUND_3D), got {type(frame).__name__}."
         )
-    return frame.rotation(q)
+    return frame.rotation(q)  # SpatialBody's, or a body moved by joints (MJCF)
 
 
 def turn_rows(relative) -> Array:

@@ -7,6 +7,7 @@ compiled tree. See docs/import.md for the mapping and its checks.
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,8 +17,20 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from .._custom_types import Params
 from ._assemble import assemble, constraint_labels
-from ._body import GROUND_3D, SpatialBody, quaternion_rotation, resolve
+from ._body import (
+    GROUND_3D,
+    AbstractBody,
+    Ground,
+    SpatialBody,
+    Value,
+    _body_rate_matrix,
+    _local,
+    matvec,
+    quaternion_rotation,
+    resolve,
+)
 from ._joints import (
     AbstractJoint,
     Hinge,
@@ -33,6 +46,7 @@ _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _KINDS = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
 _QPOS = {_FREE: 7, _BALL: 4, _SLIDE: 1, _HINGE: 1}
 _QVEL = {_FREE: 6, _BALL: 3, _SLIDE: 1, _HINGE: 1}
+_SPATIAL = ("x", "y", "z", "w", "e1", "e2", "e3")
 
 
 # Quaternions (w, x, y, z), MuJoCo's and lagrax's convention.
@@ -73,6 +87,7 @@ class _Joint:
     qpos0: tuple[float, ...]
     qposadr: int
     dofadr: int
+    coordinate: int = -1  # its index in lagrax's q (joints of a ChainBody), or -1
 
 
 class JointSpace(eqx.Module):
@@ -95,6 +110,9 @@ class JointSpace(eqx.Module):
     in_group_pos: tuple[tuple[float, ...], ...] = eqx.field(static=True)
     in_group_quat: tuple[tuple[float, ...], ...] = eqx.field(static=True)
     roots: tuple[int, ...] = eqx.field(static=True)  # the MuJoCo body of each group
+    # Per group: the lagrax body (SpatialBody or ChainBody) and its first index in q.
+    frames: tuple[AbstractBody, ...]
+    offsets: tuple[int, ...] = eqx.field(static=True)
 
     # -- qpos -> q ----------------------------------------------------------
 
@@ -103,14 +121,13 @@ class JointSpace(eqx.Module):
         dtype = qpos.dtype
         pos = [jnp.zeros(3, dtype)]
         quat = [jnp.array([1.0, 0.0, 0.0, 0.0], dtype)]
-        by_body = {j.body: j for j in self.joints}
         for b in range(1, len(self.parent)):
             p = self.parent[b]
             x = pos[p] + _rot(quat[p], jnp.asarray(self.body_pos[b], dtype))
             e = _qmul(quat[p], jnp.asarray(self.body_quat[b], dtype))
-            joint = by_body.get(b)
-            if joint is not None:
-                x, e = _move(joint, qpos, x, e)
+            for joint in self.joints:  # in MuJoCo's order
+                if joint.body == b:
+                    x, e = _move(joint, qpos, x, e)
             pos.append(x)
             quat.append(e)
         return pos, quat
@@ -120,7 +137,10 @@ class JointSpace(eqx.Module):
         at MuJoCo's qpos."""
         pos, quat = self._body_frames(qpos)
         out = []
-        for b in self.roots:
+        for b, frame in zip(self.roots, self.frames, strict=True):
+            if isinstance(frame, ChainBody):  # its coordinates are its joints'
+                out += [qpos[j.qposadr : j.qposadr + 1] for j in frame.joints]
+                continue
             # The root body's frame is (x_in, e_in) in the group's principal
             # frame: the principal frame is the root's frame times its inverse.
             e_in = jnp.asarray(self.in_group_quat[b], qpos.dtype)
@@ -159,6 +179,7 @@ class JointSpace(eqx.Module):
     def _frames_of_q(self, q):
         """World pose of every MuJoCo body frame from lagrax's q."""
         dtype = q.dtype
+        poses = [_pose(frame, q) for frame in self.frames]
         pos, quat = [], []
         for b in range(len(self.parent)):
             g = self.group[b]
@@ -168,15 +189,18 @@ class JointSpace(eqx.Module):
                 pos.append(x_in)
                 quat.append(e_in)
                 continue
-            x_g, e_g = q[7 * g : 7 * g + 3], q[7 * g + 3 : 7 * g + 7]
+            x_g, e_g = poses[g]
             pos.append(x_g + _rot(e_g, x_in))
             quat.append(_qmul(e_g, e_in))
         return pos, quat
 
-    def _joint_values(self, q):
+    def _joint_values(self, q, joints=None):
         pos, quat = self._frames_of_q(q)
         values = []
-        for j in self.joints:
+        for j in self.joints if joints is None else joints:
+            if j.coordinate >= 0:  # a ChainBody's joint: a coordinate itself
+                values.append(q[j.coordinate : j.coordinate + 1])
+                continue
             b, p = j.body, self.parent[j.body]
             x0 = pos[p] + _rot(quat[p], jnp.asarray(self.body_pos[b], q.dtype))
             e0 = _qmul(quat[p], jnp.asarray(self.body_quat[b], q.dtype))
@@ -213,25 +237,181 @@ class JointSpace(eqx.Module):
                 qvel = qvel.at[d + 3 : d + 6].set(spin)
         return qpos, qvel
 
+    def joint_velocities(self, q, qd) -> Array:
+        """MuJoCo's qvel at (q, qd) from the bodies' velocities, without the
+        joint angles: a hinge's rate is the relative angular velocity along its
+        axis, a slide's the relative velocity along its axis, a ball's the
+        relative angular velocity in the body's frame, a free joint's the
+        velocity of the body's origin and its angular velocity in its frame.
+        Equal to `to_joint_space`'s qvel where the joints hold, and a smaller
+        computation to differentiate (damping, armature)."""
+        dtype = q.dtype
+        # Only the groups that a joint of a SpatialBody needs: a ChainBody's
+        # joint rates are its coordinates' rates.
+        needed = sorted(
+            {
+                g
+                for j in self.joints
+                if j.coordinate < 0
+                for g in (self.group[j.body], self.group[self.parent[j.body]])
+                if g >= 0
+            }
+        )
+        moved, moving = jax.jvp(
+            lambda q_: [_pose(self.frames[g], q_) for g in needed], (q,), (qd,)
+        )
+        poses = dict(zip(needed, moved, strict=True))
+        rates = dict(zip(needed, moving, strict=True))
+        zero = jnp.zeros(3, dtype)
+        turns, spins = {}, {}
+        for g in needed:
+            e, ed = poses[g][1], rates[g][1]
+            turns[g] = quaternion_rotation(e)
+            spins[g] = turns[g] @ (2 * (_body_rate_matrix(e) @ ed))
+
+        def motion(g):  # (origin, velocity, angular velocity) of group g
+            if g < 0:
+                return zero, zero, zero
+            return poses[g][0], rates[g][0], spins[g]
+
+        qvel = jnp.zeros(self.nv, dtype)
+        for j in self.joints:
+            d = j.dofadr
+            if j.coordinate >= 0:
+                qvel = qvel.at[d].set(qd[j.coordinate])
+                continue
+            g, parent = self.group[j.body], self.group[self.parent[j.body]]
+            x, v, omega = motion(g)
+            x_p, v_p, omega_p = motion(parent)
+            turn = turns[g] @ quaternion_rotation(
+                jnp.asarray(self.in_group_quat[j.body], dtype)
+            )  # the body's frame -> world
+            origin = x + turns[g] @ jnp.asarray(self.in_group_pos[j.body], dtype)
+            axis = turn @ jnp.asarray(j.axis, dtype)
+            if j.kind == _HINGE:
+                qvel = qvel.at[d].set(jnp.dot(axis, omega - omega_p))
+            elif j.kind == _SLIDE:
+                relative = (
+                    v + jnp.cross(omega, origin - x)
+                    - v_p - jnp.cross(omega_p, origin - x_p)
+                )  # fmt: skip
+                qvel = qvel.at[d].set(jnp.dot(axis, relative))
+            elif j.kind == _BALL:
+                qvel = qvel.at[d : d + 3].set(turn.T @ (omega - omega_p))
+            else:
+                qvel = qvel.at[d : d + 3].set(v + jnp.cross(omega, origin - x))
+                qvel = qvel.at[d + 3 : d + 6].set(turn.T @ omega)
+        return qvel
+
 
 def _move(joint: _Joint, qpos, x, e):
     """MuJoCo's kinematics of one joint: the body frame (x, e) before it, after."""
-    dtype = qpos.dtype
-    a = joint.qposadr
+    value = qpos[joint.qposadr : joint.qposadr + _QPOS[joint.kind]]
+    return _move_by(joint, value, x, e)
+
+
+def _move_by(joint: _Joint, value, x, e):
+    """The body frame (x, e) moved by one joint at its qpos `value` (a slice)."""
+    dtype = value.dtype
     anchor_local = jnp.asarray(joint.pos, dtype)
     axis = jnp.asarray(joint.axis, dtype)
     if joint.kind == _FREE:
-        e = qpos[a + 3 : a + 7]
-        return qpos[a : a + 3], e / jnp.linalg.norm(e)
+        e = value[3:7]
+        return value[:3], e / jnp.linalg.norm(e)
     anchor = x + _rot(e, anchor_local)
     if joint.kind == _SLIDE:
-        return x + _rot(e, axis) * (qpos[a] - joint.qpos0[0]), e
+        return x + _rot(e, axis) * (value[0] - joint.qpos0[0]), e
     if joint.kind == _HINGE:
-        e = _qmul(e, _axis_angle(axis, qpos[a] - joint.qpos0[0]))
+        e = _qmul(e, _axis_angle(axis, value[0] - joint.qpos0[0]))
     else:
-        turn = qpos[a : a + 4]
-        e = _qmul(e, turn / jnp.linalg.norm(turn))
+        e = _qmul(e, value / jnp.linalg.norm(value))
     return anchor - _rot(e, anchor_local), e
+
+
+def _pose(frame, q):
+    """World pose (position, quaternion) of a lagrax frame: the ground, a
+    SpatialBody's principal frame or a ChainBody's."""
+    if isinstance(frame, Ground):
+        return jnp.zeros(3, q.dtype), jnp.array([1.0, 0.0, 0.0, 0.0], q.dtype)
+    if isinstance(frame, SpatialBody):
+        return q[frame.index : frame.index + 3], frame.quaternion(q)
+    return frame.pose(q)
+
+
+class ChainBody(AbstractBody):
+    """A rigid body moved from its parent by a chain of hinges and slides (a
+    MuJoCo body with several joints, e.g. the planar root of hopper or the hip
+    of humanoid): its coordinates are the joint values themselves, and its pose
+    is the parent's composed with the joints, as MuJoCo composes them.
+
+    The joints of one body share no massless bodies between them, so absolute
+    coordinates would need a body without inertia for each; in joint
+    coordinates the body's kinetic energy, m |v|^2 / 2 + omega^T I omega / 2
+    through the chain, keeps the mass matrix positive definite, and the joints
+    need no constraint rows.
+    """
+
+    index: int = eqx.field(static=True)
+    mass: Value
+    inertia: Value
+    parent: Any  # GROUND_3D, a SpatialBody or a ChainBody
+    # The body's frame before its joints, in the parent's frame.
+    offset_pos: tuple[float, ...] = eqx.field(static=True)
+    offset_quat: tuple[float, ...] = eqx.field(static=True)
+    joints: tuple[_Joint, ...] = eqx.field(static=True)
+    # The principal inertial frame in the body's frame after its joints.
+    principal_pos: tuple[float, ...] = eqx.field(static=True)
+    principal_quat: tuple[float, ...] = eqx.field(static=True)
+
+    @property
+    def size(self) -> int:
+        return len(self.joints)
+
+    @property
+    def dim(self) -> int:
+        return 3
+
+    def pose(self, q):
+        """World position and quaternion of the principal frame."""
+        dtype = q.dtype
+        x, e = _pose(self.parent, q)
+        x = x + _rot(e, jnp.asarray(self.offset_pos, dtype))
+        e = _qmul(e, jnp.asarray(self.offset_quat, dtype))
+        for i, joint in enumerate(self.joints):
+            x, e = _move_by(joint, q[self.index + i : self.index + i + 1], x, e)
+        x = x + _rot(e, jnp.asarray(self.principal_pos, dtype))
+        return x, _qmul(e, jnp.asarray(self.principal_quat, dtype))
+
+    def rotation(self, q) -> Array:
+        """The rotation matrix principal frame -> world."""
+        return quaternion_rotation(self.pose(q)[1])
+
+    def position(self, q, params: Params, local: Value = None) -> Array:
+        x, e = self.pose(q)
+        return x + matvec(quaternion_rotation(e), _local(local, params, q.dtype, 3))
+
+    def _rates(self, q, qd):
+        (_, e), (xd, ed) = jax.jvp(self.pose, (q,), (qd,))
+        return e, xd, 2 * matvec(_body_rate_matrix(e), ed)
+
+    def angular_velocity(self, q, qd) -> Array:
+        e, _, omega = self._rates(q, qd)
+        return matvec(quaternion_rotation(e), omega)
+
+    def kinetic_energy(self, q, qd, params: Params) -> Array:
+        m = resolve(self.mass, params, q.dtype)
+        inertia = resolve(self.inertia, params, q.dtype)
+        inertia = jnp.diag(inertia) if inertia.shape == (3,) else inertia
+        _, xd, omega = self._rates(q, qd)
+        return 0.5 * (m * jnp.sum(xd**2) + jnp.sum(omega * matvec(inertia, omega)))
+
+    def own_constraints(self, q) -> Array:
+        return jnp.zeros((0,), q.dtype)
+
+
+def _relative(pos, rot, pos_b, rot_b):
+    """Frame b's pose (position, rotation) in the frame (pos, rot)."""
+    return rot.T @ (pos_b - pos), rot.T @ rot_b
 
 
 def _floats(x) -> tuple[float, ...]:
@@ -257,7 +437,7 @@ class _DofDamping(AbstractForce):
         d = jnp.stack([resolve(c, params, q.dtype) for c in self.damping])
 
         def qvel(qd_):
-            return self.joint_space.to_joint_space(q, qd_)[1]
+            return self.joint_space.joint_velocities(q, qd_)
 
         rate, pullback = jax.vjp(qvel, qd)
         return -pullback(d * rate)[0]
@@ -272,17 +452,20 @@ class _JointEnergies(eqx.Module):
     lagrangian: Any
     joint_space: JointSpace
     armature: tuple[Any, ...]  # per dof: 0.0 or a key of params
-    springs: tuple[tuple[int, Any, float], ...]  # (qpos index, k key, rest)
+    springs: tuple[tuple[int, Any, float], ...]  # (joint index, k key, rest)
 
     def __call__(self, t, q, qd, params):
-        qpos, qvel = self.joint_space.to_joint_space(q, qd)
         out = self.lagrangian(t, q, qd, params)
         if any(not isinstance(c, float) for c in self.armature):
+            qvel = self.joint_space.joint_velocities(q, qd)
             a = jnp.stack([resolve(c, params, q.dtype) for c in self.armature])
             out = out + 0.5 * jnp.sum(a * qvel**2)
-        for index, key, rest in self.springs:
-            k = resolve(key, params, q.dtype)
-            out = out - 0.5 * k * (qpos[index] - rest) ** 2
+        if self.springs:
+            sprung = [self.joint_space.joints[j] for j, _, _ in self.springs]
+            values = self.joint_space._joint_values(q, sprung)
+            for value, (_, key, rest) in zip(values, self.springs, strict=True):
+                k = resolve(key, params, q.dtype)
+                out = out - 0.5 * k * (value[0] - rest) ** 2
         return out
 
 
@@ -370,7 +553,9 @@ def from_mjcf(source, *, name: str | None = None):
     Every body that moves becomes a `SpatialBody` (its principal inertial frame;
     seven coordinates); bodies without joints are merged into their parent.
     Hinge, slide, ball and free joints become `Hinge`, `SpatialPrismatic`,
-    `Spherical` and nothing; `equality connect` and `weld` close loops; joint
+    `Spherical` and nothing; a body moved by several hinges and slides becomes
+    a body whose coordinates are those joints' values (the joints share no
+    bodies with inertia between them); `equality connect` and `weld` close loops; joint
     damping is a force, joint armature a kinetic energy and joint stiffness a
     potential in joint space; gravity is MuJoCo's. Masses, principal inertias,
     dampings, armatures and stiffnesses are **named parameters**
@@ -401,6 +586,13 @@ def from_mjcf(source, *, name: str | None = None):
         _name(mujoco, m, obj.mjOBJ_BODY, b, f"body{b}") for b in range(m.nbody)
     ]
     _refuse(mujoco, m, body_names)
+    if m.opt.density != 0 or m.opt.viscosity != 0:
+        warnings.warn(
+            f"from_mjcf: {name!r} sets a medium (density {m.opt.density:g}, "
+            f"viscosity {m.opt.viscosity:g}); lagrax does not read fluid forces, "
+            "so the model moves as in vacuum. Add them as forces if they matter.",
+            stacklevel=2,
+        )
 
     # The reference configuration (qpos0): every body's world frame and
     # principal inertial frame, from MuJoCo's own kinematics.
@@ -468,13 +660,70 @@ def from_mjcf(source, *, name: str | None = None):
 
     placed = [to_group(b) for b in range(m.nbody)]
 
+    def in_frame_of(g, pos, rot):
+        """A world pose at qpos0 in group g's principal frame (or the world)."""
+        if g < 0:
+            return _floats(pos), _floats(world_quat(rot))
+        rot_g = principal_rot[g]
+        return _floats(rot_g.T @ (pos - centre[g])), _floats(world_quat(rot_g.T @ rot))
+
+    # Joint records, in MuJoCo's order. The joints of a body with several are
+    # the coordinates of a ChainBody.
+    in_joints = [len(joints_of[b]) > 1 for b in range(m.nbody)]
+    records, offsets, start = [], [], 0
+    for b in roots:
+        offsets.append(start)
+        chain = in_joints[b]
+        for i, j in enumerate(joints_of[b]):
+            kind = int(m.jnt_type[j])
+            a0 = int(m.jnt_qposadr[j])
+            records.append(
+                _Joint(
+                    kind=kind,
+                    body=int(b),
+                    name=_name(mujoco, m, obj.mjOBJ_JOINT, j, f"joint{j}"),
+                    pos=_floats(m.jnt_pos[j]),
+                    axis=_floats(m.jnt_axis[j]),
+                    qpos0=_floats(m.qpos0[a0 : a0 + _QPOS[kind]]),
+                    qposadr=a0,
+                    dofadr=int(m.jnt_dofadr[j]),
+                    coordinate=start + i if chain else -1,
+                )
+            )
+        start += len(joints_of[b]) if chain else 7
+    record_of = {(r.body, r.qposadr): r for r in records}
+    record_index = {r.qposadr: i for i, r in enumerate(records)}
+
     params: dict[str, Any] = {}
     bodies = []
     for g, b in enumerate(roots):
         key = body_names[b]
         params[f"{key}.mass"] = float(mass[g])
         params[f"{key}.inertia"] = np.asarray(principal[g], float)
-        bodies.append(SpatialBody(7 * g, f"{key}.mass", f"{key}.inertia"))
+        if not in_joints[b]:
+            bodies.append(SpatialBody(offsets[g], f"{key}.mass", f"{key}.inertia"))
+            continue
+        # Before its joints (identities at qpos0) the body stands where it
+        # stands at qpos0; its principal frame is fixed in it after them.
+        rot_b = data.xmat[b].reshape(3, 3)
+        parent_group = group[m.body_parentid[b]]
+        offset_pos, offset_quat = in_frame_of(parent_group, data.xpos[b], rot_b)
+        principal_pos, principal_quat = in_frame_of(-1, *_relative(
+            data.xpos[b], rot_b, centre[g], principal_rot[g]
+        ))  # fmt: skip
+        bodies.append(
+            ChainBody(
+                offsets[g],
+                f"{key}.mass",
+                f"{key}.inertia",
+                GROUND_3D if parent_group < 0 else bodies[parent_group],
+                offset_pos,
+                offset_quat,
+                tuple(record_of[(b, int(m.jnt_qposadr[j]))] for j in joints_of[b]),
+                principal_pos,
+                principal_quat,
+            )
+        )
 
     def frame(b):
         return GROUND_3D if group[b] < 0 else bodies[group[b]]
@@ -491,30 +740,20 @@ def from_mjcf(source, *, name: str | None = None):
         g = group[b]
         return np.eye(3) if g < 0 else principal_rot[g]
 
-    records, rows, damping, armature, springs, limits = [], [], [], [], [], {}
+    rows, damping, armature, springs, limits = [], [], [], [], {}
     for j in range(m.njnt):
         b = m.jnt_bodyid[j]
         kind = int(m.jnt_type[j])
         joint_name = _name(mujoco, m, obj.mjOBJ_JOINT, j, f"joint{j}")
         a0 = m.jnt_qposadr[j]
-        records.append(
-            _Joint(
-                kind=kind,
-                body=int(b),
-                name=joint_name,
-                pos=_floats(m.jnt_pos[j]),
-                axis=_floats(m.jnt_axis[j]),
-                qpos0=_floats(m.qpos0[a0 : a0 + _QPOS[kind]]),
-                qposadr=int(a0),
-                dofadr=int(m.jnt_dofadr[j]),
-            )
-        )
         if m.jnt_limited[j]:
             limits[joint_name] = _floats(m.jnt_range[j])
         parent = m.body_parentid[b]
         anchor = data.xanchor[j].copy()
         axis = data.xaxis[j].copy()
-        if kind == _HINGE:
+        if isinstance(frame(b), ChainBody):
+            pass  # the body's own coordinates: no rows
+        elif kind == _HINGE:
             rows.append(
                 Hinge(
                     frame(parent),
@@ -560,7 +799,7 @@ def from_mjcf(source, *, name: str | None = None):
         if m.jnt_stiffness[j] != 0:  # hinges and slides (others refused)
             key = f"{joint_name}.stiffness"
             params[key] = float(m.jnt_stiffness[j])
-            springs.append((int(a0), key, float(m.qpos_spring[a0])))
+            springs.append((record_index[int(a0)], key, float(m.qpos_spring[a0])))
 
     for e in range(m.neq):
         if not m.eq_active0[e]:
@@ -603,6 +842,8 @@ def from_mjcf(source, *, name: str | None = None):
         in_group_pos=tuple(p for p, _ in placed),
         in_group_quat=tuple(e for _, e in placed),
         roots=tuple(roots),
+        frames=tuple(bodies),
+        offsets=tuple(offsets),
     )
     loads = []
     if damping:
@@ -617,17 +858,19 @@ def from_mjcf(source, *, name: str | None = None):
     q0, _ = joint_space.from_joint_space(
         np.asarray(m.qpos0), np.zeros(m.nv)
     )  # the reference configuration, as lagrax's q
-    coordinates = tuple(
-        f"{body_names[b]}.{c}"
-        for b in roots
-        for c in ("x", "y", "z", "w", "e1", "e2", "e3")
-    )
-    units = ("m", "m", "m", "1", "1", "1", "1") * len(roots)
+    coordinates, units = [], []
+    for b, body in zip(roots, bodies, strict=True):
+        if isinstance(body, ChainBody):
+            coordinates += [f"{body_names[b]}.{j.name}" for j in body.joints]
+            units += ["rad" if j.kind == _HINGE else "m" for j in body.joints]
+        else:
+            coordinates += [f"{body_names[b]}.{c}" for c in _SPATIAL]
+            units += ["m", "m", "m", "1", "1", "1", "1"]
 
     tree = [(group[m.body_parentid[b]], group[b]) for b in roots]
 
     def points(t, q, p):
-        centres = [q[7 * g : 7 * g + 3] for g in range(len(roots))]
+        centres = [body.position(q, p) for body in bodies]
         return jnp.stack(
             [cabinet(jnp.zeros(3, q.dtype))] + [cabinet(c) for c in centres]
         )
@@ -639,8 +882,8 @@ def from_mjcf(source, *, name: str | None = None):
         f"{m.neq} equality constraints)",
         system=system,
         params=params,
-        coordinates=coordinates,
-        units=units,
+        coordinates=tuple(coordinates),
+        units=tuple(units),
         constraint_names=constraint_labels(bodies, rows),
         q_guess=_floats(q0),
         qd_guess=(0.0,) * len(q0),
@@ -725,12 +968,13 @@ def _check_weld_at_reference(mujoco, m, data, e, label) -> None:
 def _refuse(mujoco, m, body_names: Sequence[str]) -> None:
     """Clear errors for what lagrax does not read (yet)."""
     for b in range(1, m.nbody):
-        count = int(np.sum(m.jnt_bodyid == b))
-        if count > 1:
+        kinds = [int(k) for k in m.jnt_type[m.jnt_bodyid == b]]
+        if len(kinds) > 1 and any(k in (_FREE, _BALL) for k in kinds):
             raise ValueError(
-                f"from_mjcf: body {body_names[b]!r} has {count} joints; lagrax reads "
-                "one joint per body (several would need massless bodies between "
-                "them). Split it into bodies of one joint each."
+                f"from_mjcf: body {body_names[b]!r} has {len(kinds)} joints, one "
+                "of them a ball or free joint; lagrax reads several hinges and "
+                "slides in one body, or one joint of any kind. Split the ball or "
+                "free joint off into a body of its own."
             )
     for j in range(m.njnt):
         for d in range(m.jnt_dofadr[j], m.jnt_dofadr[j] + _QVEL[int(m.jnt_type[j])]):
