@@ -147,3 +147,34 @@ def test_use_cpu_devices_checks_its_argument():
     for bad in (0, 2.0, True):
         with pytest.raises(ValueError, match="use_cpu_devices: count"):
             lx.use_cpu_devices(bad)
+
+
+POOL = textwrap.dedent(
+    """
+    import glob, os
+    import jax
+    import lagrax
+    jax.numpy.zeros(1)  # the CPU backend starts
+    names = [open(p).read().strip() for p in glob.glob("/proc/self/task/*/comm")]
+    print(os.environ.get("NPROC"), names.count("tf_XLAEigen"))
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_import_widens_the_cpu_pool_unless_the_user_sized_it():
+    """jaxlib 0.10's batched LAPACK kernels hang a pool with as few threads as
+    concurrent LAPACK calls (two on a 2-core machine: a forward-mode fit hung so);
+    `import lagrax` asks for at least 16 threads before the backend starts, and
+    leaves a user's NPROC alone."""
+    env = {k: v for k, v in os.environ.items() if k != "NPROC"}
+    wide = max(len(os.sched_getaffinity(0)), 16)
+    for nproc, expected in ((None, f"{wide} {wide}"), ("3", "3 3")):
+        if nproc is not None:
+            env["NPROC"] = nproc
+        proc = subprocess.run(
+            [sys.executable, "-c", POOL], env=env, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == expected.split(), proc.stdout

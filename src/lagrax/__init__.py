@@ -42,6 +42,7 @@ from ._sweep import (
 )
 from ._sympy import from_sympy as from_sympy
 from ._system import System as System
+from ._threads import widen_cpu_pool as _widen_cpu_pool
 from ._trajectory import Trajectory as Trajectory
 from .bodies import body_torque as body_torque, point_force as point_force
 from .optimize import (
@@ -54,3 +55,9 @@ from .optimize import (
 
 
 __version__ = importlib.metadata.version("lagrax")
+
+
+# Importing lagrax starts no JAX backend, so this comes before the CPU backend
+# starts: see _threads.py (a hang in jaxlib < 0.11.2's batched LAPACK kernels on
+# machines with few cores).
+_widen_cpu_pool()

@@ -17,6 +17,7 @@ from ._errors import raise_if_failed
 from ._inputs import check_arguments, coerce_params, floats_as_arrays
 from ._simulate import simulate
 from ._system import System
+from ._threads import POOL_FLOOR, cores as _cores
 from ._trajectory import Trajectory
 
 
@@ -127,12 +128,12 @@ def use_cpu_devices(count: int) -> None:
     `jax.distributed.initialize`).
 
     It sets `jax_num_cpu_devices` and gives XLA's CPU thread pool at least
-    `2 * count` threads (the `NPROC` environment variable, read once when the
-    CPU backend starts). The pool must be larger than the number of devices:
-    jaxlib 0.10's batched LAPACK kernels (Cholesky, LU, SVD, ...) wait on the
-    pool for their own sub-tasks, so with one pool thread per device every
-    device can end up waiting and the run hangs. `simulate_batch` refuses such a
-    configuration instead of hanging.
+    `2 * count` threads, and at least 16 (the `NPROC` environment variable, read
+    once when the CPU backend starts). The pool must be larger than the number
+    of devices: jaxlib 0.10's batched LAPACK kernels (Cholesky, LU, SVD, ...)
+    wait on the pool for their own sub-tasks, so with one pool thread per device
+    every device can end up waiting and the run hangs. `simulate_batch` refuses
+    such a configuration instead of hanging.
 
     **Arguments:**
 
@@ -150,15 +151,10 @@ def use_cpu_devices(count: int) -> None:
             "process; call lagrax.use_cpu_devices right after `import jax`, before "
             "any JAX operation."
         ) from e
-    threads = max(_cores(), 2 * count, int(os.environ.get("NPROC", "0") or 0))
+    threads = max(
+        _cores(), 2 * count, POOL_FLOOR, int(os.environ.get("NPROC", "0") or 0)
+    )
     os.environ["NPROC"] = str(threads)
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def _cpu_pool_threads() -> int:
