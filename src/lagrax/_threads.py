@@ -44,7 +44,7 @@ def _backends_started() -> bool:
     try:
         from jax._src import xla_bridge
 
-        return bool(xla_bridge._backends)
+        return bool(xla_bridge.backends_are_initialized())
     except (ImportError, AttributeError):  # pragma: no cover - another JAX
         return True  # cannot tell: leave the environment alone
 
