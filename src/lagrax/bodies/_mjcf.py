@@ -646,26 +646,18 @@ def from_mjcf(source, *, name: str | None = None):
         mujoco.mju_mat2Quat(quat, np.ascontiguousarray(rot).reshape(9))
         return quat
 
-    def to_group(b):
-        """Body b's frame in its group's principal frame (or the world)."""
-        rot_b = data.xmat[b].reshape(3, 3)
-        g = group[b]
-        if g < 0:
-            return _floats(data.xpos[b]), _floats(world_quat(rot_b))
-        rot_g = principal_rot[g]
-        return (
-            _floats(rot_g.T @ (data.xpos[b] - centre[g])),
-            _floats(world_quat(rot_g.T @ rot_b)),
-        )
-
-    placed = [to_group(b) for b in range(m.nbody)]
-
     def in_frame_of(g, pos, rot):
         """A world pose at qpos0 in group g's principal frame (or the world)."""
         if g < 0:
             return _floats(pos), _floats(world_quat(rot))
         rot_g = principal_rot[g]
         return _floats(rot_g.T @ (pos - centre[g])), _floats(world_quat(rot_g.T @ rot))
+
+    # Every body's frame in its group's principal frame (or the world).
+    placed = [
+        in_frame_of(group[b], data.xpos[b], data.xmat[b].reshape(3, 3))
+        for b in range(m.nbody)
+    ]
 
     # Joint records, in MuJoCo's order. The joints of a body with several are
     # the coordinates of a ChainBody.
