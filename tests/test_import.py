@@ -88,6 +88,21 @@ def _joint_accelerations(model, saddle_solver=None):
     return qacc
 
 
+def _check_accelerations(model, m, d, seed, count):
+    """lagrax's accelerations at `count` random joint states equal MuJoCo's qacc
+    to 1e-9 of its largest entry; returns the states, for further checks."""
+    qacc = _joint_accelerations(model)
+    rng = np.random.default_rng(seed)
+    states = [_random_joint_state(m, rng) for _ in range(count)]
+    for qpos, qvel in states:
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mujoco.mj_forward(m, d)
+        ours = np.asarray(qacc(qpos, qvel, model.params))
+        scale = np.max(np.abs(d.qacc))
+        np.testing.assert_allclose(ours, d.qacc, rtol=0, atol=1e-9 * scale)
+    return states
+
+
 @pytest.mark.parametrize(
     "name",
     sorted(SOURCES) + [pytest.param(n, marks=pytest.mark.slow) for n in SLOW_SOURCES],
@@ -97,15 +112,7 @@ def test_accelerations_equal_mujocos(name):
     source = {**SOURCES, **SLOW_SOURCES}[name]()
     model = lb.from_mjcf(source)
     m, d = _mujoco(source)
-    qacc = _joint_accelerations(model)
-    rng = np.random.default_rng(0)
-    for _ in range(5):
-        qpos, qvel = _random_joint_state(m, rng)
-        d.qpos[:], d.qvel[:] = qpos, qvel
-        mujoco.mj_forward(m, d)
-        ours = np.asarray(qacc(qpos, qvel, model.params))
-        scale = np.max(np.abs(d.qacc))
-        np.testing.assert_allclose(ours, d.qacc, rtol=0, atol=1e-9 * scale)
+    for qpos, qvel in _check_accelerations(model, m, d, seed=0, count=5):
         # And the joint space maps back and forth (hinges within (-pi, pi]).
         q, qd = model.from_joint_space(qpos, qvel)
         back_pos, back_vel = model.to_joint_space(q, qd)
@@ -230,17 +237,10 @@ def test_body_with_several_joints_moves_as_mujocos():
     assert model.coordinates[7:10] == ("cart.x", "cart.z", "cart.tilt")
     assert model.units[7:10] == ("m", "m", "rad")
     m, d = _mujoco(mujoco.MjModel.from_xml_string(CART_AND_POLE))
-    qacc = _joint_accelerations(model)
-    rng = np.random.default_rng(4)
-    for _ in range(5):
-        qpos, qvel = _random_joint_state(m, rng)
-        q, qd = model.from_joint_space(qpos, qvel)
+    for qpos, qvel in _check_accelerations(model, m, d, seed=4, count=5):
+        q, _ = model.from_joint_space(qpos, qvel)
         np.testing.assert_allclose(q[7:10], qpos[1:4], atol=1e-15)
         assert np.max(np.abs(model.system.constraints(0.0, q, model.params))) < 1e-12
-        d.qpos[:], d.qvel[:] = qpos, qvel
-        mujoco.mj_forward(m, d)
-        ours = qacc(qpos, qvel, model.params)
-        np.testing.assert_allclose(ours, d.qacc, atol=1e-9 * np.abs(d.qacc).max())
 
 
 def test_masses_inertias_and_dampings_are_named_parameters():
@@ -301,14 +301,7 @@ def test_urdf_arm_equals_mujocos_reading_of_it():
     # MuJoCo's own reading of the file, geometry stripped as from_urdf does.
     spec = mujoco.MjSpec.from_string(_without_geometry(MODELS / "arm.urdf"))
     m, d = _mujoco(spec.compile())
-    qacc = _joint_accelerations(model)
-    rng = np.random.default_rng(5)
-    for _ in range(3):
-        qpos, qvel = _random_joint_state(m, rng)
-        d.qpos[:], d.qvel[:] = qpos, qvel
-        mujoco.mj_forward(m, d)
-        ours = np.asarray(qacc(qpos, qvel, model.params))
-        np.testing.assert_allclose(ours, d.qacc, atol=1e-9 * np.abs(d.qacc).max())
+    _check_accelerations(model, m, d, seed=5, count=3)
 
 
 def _without_geometry(path):
