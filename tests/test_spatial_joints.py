@@ -1,5 +1,5 @@
-"""Spatial hinge and prismatic joints (`lagrax.bodies.Hinge`, `SpatialPrismatic`)
-against the motions they allow, solved independently."""
+"""Spatial hinge, prismatic and weld joints (`lagrax.bodies.Hinge`,
+`SpatialPrismatic`, `Weld`) against the motions they allow, solved independently."""
 
 import math
 
@@ -91,6 +91,61 @@ def test_block_slides_down_a_tilted_axis_without_turning():
     np.testing.assert_allclose(sol.q[:, 3:], np.tile([1.0, 0, 0, 0], (11, 1)),
                                atol=1e-12)  # fmt: skip
     assert lb.multiplier_units([block], [slider]) == ("N",) * 2 + ("N m",) * 3 + ("J",)
+
+
+def test_welded_bodies_move_as_one_rigid_body():
+    """Two bodies welded at a relative rotation, the first hung from the ground
+    by a ball joint, under gravity: at a random consistent state they accelerate
+    as the one rigid body with their combined mass and inertia (parallel-axis
+    theorem) on the same ball joint."""
+    m1, m2, g = 1.3, 0.7, 9.81
+    i1, i2 = np.array([0.02, 0.03, 0.04]), np.array([0.05, 0.01, 0.02])
+    rot_a = _rot_z(0.3) @ _rot_x(-0.5)
+    turn = _rot_x(0.8) @ _rot_z(-0.6)  # R_a^T R_b, held by the weld
+    rot_b = rot_a @ turn
+    x_a, x_b = np.array([0.2, -0.1, -0.5]), np.array([0.6, 0.3, -0.9])
+    anchor, pivot = (x_a + x_b) / 2, np.zeros(3)
+    a, b = lb.SpatialBody(0, m1, tuple(i1)), lb.SpatialBody(7, m2, tuple(i2))
+    weld = lb.Weld(a, tuple(rot_a.T @ (anchor - x_a)), b,
+                   tuple(rot_b.T @ (anchor - x_b)), turn)  # fmt: skip
+    ball = lb.Spherical(lb.GROUND_3D, tuple(pivot), a, tuple(rot_a.T @ (pivot - x_a)))
+    welded = lb.assemble([a, b], [ball, weld], gravity=(0.0, 0.0, -g))
+
+    mass = m1 + m2
+    centre = (m1 * x_a + m2 * x_b) / mass
+
+    def about_centre(m, rot, moments, x):
+        d = x - centre
+        return rot @ np.diag(moments) @ rot.T + m * (d @ d * np.eye(3) - np.outer(d, d))
+
+    inertia = about_centre(m1, rot_a, i1, x_a) + about_centre(m2, rot_b, i2, x_b)
+    one = lb.SpatialBody(0, mass, rot_a.T @ inertia @ rot_a)  # in a's frame
+    pin = lb.Spherical(lb.GROUND_3D, tuple(pivot), one,
+                       tuple(rot_a.T @ (pivot - centre)))  # fmt: skip
+    rigid = lb.assemble([one], [pin], gravity=(0.0, 0.0, -g))
+
+    rng = np.random.default_rng(0)
+    reference = np.concatenate([x_a, _quaternion(rot_a), x_b, _quaternion(rot_b)])
+    np.testing.assert_allclose(welded.constraints(0.0, jnp.asarray(reference), {}),
+                               0.0, atol=1e-15)  # fmt: skip
+    q, qd = lx.consistent_state(
+        welded,
+        jnp.asarray(reference + 0.1 * rng.standard_normal(14)),
+        jnp.asarray(rng.standard_normal(14)),
+        {},
+    )
+    qdd, _ = lx.accelerations(welded, 0.0, q, qd, {})
+
+    def as_one(x):  # the mass centre, and a's frame
+        return jnp.concatenate([(m1 * x[:3] + m2 * x[7:10]) / mass, x[3:7]])
+
+    qdd_one, _ = lx.accelerations(rigid, 0.0, as_one(q), as_one(qd), {})
+    # Same e and e' in both: equal e'' is equal angular acceleration.
+    np.testing.assert_allclose(qdd_one, as_one(qdd), rtol=0, atol=1e-9)
+    assert np.abs(qdd[3:7]).max() > 1.0  # it does turn
+    assert lb.multiplier_units([a, b], [ball, weld]) == (
+        ("N",) * 6 + ("N m",) * 3 + ("J",) * 2
+    )
 
 
 def test_spatial_joints_refuse_planar_bodies():

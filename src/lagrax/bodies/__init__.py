@@ -24,6 +24,7 @@ from ._body import (
     rotate_2d as rotate_2d,
     rotation_2d as rotation_2d,
 )
+from ._joint_space import JointSpace as JointSpace
 from ._joints import (
     AbstractJoint as AbstractJoint,
     Driver as Driver,
@@ -34,6 +35,7 @@ from ._joints import (
     Revolute as Revolute,
     SpatialPrismatic as SpatialPrismatic,
     Spherical as Spherical,
+    Weld as Weld,
 )
 from ._loads import (
     AbstractForce as AbstractForce,
@@ -46,13 +48,10 @@ from ._loads import (
     body_torque as body_torque,
     point_force as point_force,
 )
-from ._mjcf import (
-    JointSpace as JointSpace,
-    from_mjcf as from_mjcf,
-    from_urdf as from_urdf,
-)
+from ._mjcf import from_mjcf as from_mjcf
 from ._multipliers import (
     JointForces as JointForces,
     joint_forces as joint_forces,
     multiplier_units as multiplier_units,
 )
+from ._urdf import from_urdf as from_urdf

@@ -347,6 +347,49 @@ class SpatialPrismatic(AbstractJoint):
         )
 
 
+class Weld(AbstractJoint):
+    """A spatial weld: `b` keeps its pose relative to `a` (MuJoCo's `equality
+    weld`; [`lagrax.bodies.Fixed`][] is the planar one).
+
+    Rows (six): r_a(point_a) - r_b(point_b) = 0, the pin at the anchor (three),
+    and the relative rotation C = R_ref^T R_a^T R_b held at the identity by its
+    antisymmetric part (three), R_ref the relative orientation to keep. The
+    multipliers are the pin force on `a` and the three components of the moment
+    the weld carries.
+
+    **Arguments:**
+
+    - `a`, `b`: `SpatialBody` objects or `GROUND_3D`.
+    - `point_a`, `point_b`: the anchor's body-fixed points (from the mass centres;
+        world coordinates for the ground); `None` for the centre.
+    - `orientation`: R_ref = R_a^T R_b, the relative rotation held, a (3, 3)
+        rotation matrix (a [`lagrax.bodies.Value`][]); default the identity
+        (frames aligned).
+    - `name`: for the row labels.
+    """
+
+    a: Frame
+    point_a: Value
+    b: Frame
+    point_b: Value
+    orientation: Value = None
+    name: str = eqx.field(static=True, default="weld")
+
+    def __call__(self, t, q, params):
+        pin = _pin(self.a, self.point_a, self.b, self.point_b, q, params)
+        relative = _rotation(self.a, q).T @ _rotation(self.b, q)
+        if self.orientation is not None:
+            relative = resolve(self.orientation, params, q.dtype).T @ relative
+        return jnp.concatenate([pin, turn_rows(relative)])
+
+    @property
+    def labels(self):
+        return (
+            *(f"{self.name} {c}" for c in "xyz"),
+            *(f"{self.name} turn {c}" for c in "xyz"),
+        )
+
+
 def joint_labels(joints) -> tuple[str, ...]:
     """The row labels of several joints, in order."""
     return tuple(label for joint in joints for label in joint.labels)

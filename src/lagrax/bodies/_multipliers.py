@@ -24,6 +24,7 @@ from ._joints import (
     Prismatic,
     Revolute,
     SpatialPrismatic,
+    Weld,
 )
 
 
@@ -167,6 +168,8 @@ def multiplier_units(
             units += ["N"] * 3 + ["N m"] * 2
         elif isinstance(joint, SpatialPrismatic):
             units += ["N"] * 2 + ["N m"] * 3
+        elif isinstance(joint, Weld):
+            units += ["N"] * 3 + ["N m"] * 3
         else:
             units += [""] * len(joint.labels)
     units += ["J" for b in bodies if isinstance(b, SpatialBody)]

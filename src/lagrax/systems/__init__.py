@@ -2,7 +2,7 @@
 
 from collections.abc import Callable
 
-from ._model import Model as Model
+from .._model import Model as Model
 from .andrews import andrews as andrews
 from .bricard import bricard as bricard
 from .car_axis import car_axis as car_axis

@@ -22,8 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import bodies as lb
+from .._model import Model
 from ._drawing import cabinet
-from ._model import Model
 
 
 CORNERS = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [1, 1, 1], [0, 1, 1], [0, 0, 1]],

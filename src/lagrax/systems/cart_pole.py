@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 
 from .. import bodies as lb
-from ._model import Model
+from .._model import Model
 
 
 # The cart: a 0.3 x 0.1 m block (the rail keeps it from turning).

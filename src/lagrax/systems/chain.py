@@ -5,7 +5,7 @@ import math
 import jax.numpy as jnp
 
 from .. import bodies as lb
-from ._model import Model
+from .._model import Model
 from ._rods import rod_end
 
 

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import bodies as lb
-from ._model import Model
+from .._model import Model
 from ._rods import rod_end
 
 

@@ -2,8 +2,8 @@
 
 import jax.numpy as jnp
 
+from .._model import Model
 from .._system import System
-from ._model import Model
 
 
 def _lagrangian(t, q, qd, params):

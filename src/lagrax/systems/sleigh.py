@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 
 from .. import bodies as lb
-from ._model import Model
+from .._model import Model
 
 
 SLEIGH = lb.PlanarBody(0, "m", "I")

@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import bodies as lb
+from .._model import Model
 from ._drawing import cabinet
-from ._model import Model
 
 
 TOP = lb.SpatialBody(0, "m", lambda p: jnp.stack([p["I1"], p["I1"], p["I3"]]))

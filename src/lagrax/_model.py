@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._custom_types import Params
-from .._initial import consistent_state
-from .._structure import _used_inputs as used_inputs
-from .._system import System
+from ._custom_types import Params
+from ._initial import consistent_state
+from ._structure import _used_inputs as used_inputs
+from ._system import System
 
 
 def _uses_time(fn, dtype) -> bool:
@@ -90,7 +90,8 @@ class Model(eqx.Module):
         """lagrax's (q, qd) at a model file's joint positions and velocities
         (MuJoCo's qpos, qvel): forward kinematics, consistent by construction.
         Only for models read by [`lagrax.bodies.from_mjcf`][]."""
-        from ..bodies._mjcf import joint_space_of
+        # Imported here: bodies/_mjcf.py imports this module at its top.
+        from .bodies._joint_space import joint_space_of
 
         return joint_space_of(self).from_joint_space(qpos, qvel)
 
@@ -98,7 +99,8 @@ class Model(eqx.Module):
         """The model file's joint positions and velocities (MuJoCo's qpos,
         qvel) at lagrax's (q, qd): the bodies' relative motion at each joint.
         Differentiable; only for models read by [`lagrax.bodies.from_mjcf`][]."""
-        from ..bodies._mjcf import joint_space_of
+        # Imported here: bodies/_mjcf.py imports this module at its top.
+        from .bodies._joint_space import joint_space_of
 
         return joint_space_of(self).to_joint_space(q, qd)
 
