@@ -103,14 +103,26 @@ def _check_accelerations(model, m, d, seed, count):
     return states
 
 
-@pytest.mark.parametrize(
-    "name",
-    sorted(SOURCES) + [pytest.param(n, marks=pytest.mark.slow) for n in SLOW_SOURCES],
+# Tree models (joint coordinates, the default) of every model; the absolute
+# coordinates (seven per body, every joint as rows) of the small ones, and of
+# the robots with -m slow (each compiles for 15-25 s).
+CASES = (
+    [(name, "joint") for name in sorted(SOURCES)]
+    + [pytest.param(n, "joint", marks=pytest.mark.slow) for n in SLOW_SOURCES]
+    + [(name, "absolute") for name in ("arm", "double_pendulum")]
+    + [
+        pytest.param(n, "absolute", marks=pytest.mark.slow)
+        for n in sorted(SOURCES) + sorted(SLOW_SOURCES)
+        if n not in ("arm", "double_pendulum")
+    ]
 )
+
+
+@pytest.mark.parametrize("name, coordinates", CASES)
 @pytest.mark.filterwarnings("ignore:from_mjcf.*fluid forces")
-def test_accelerations_equal_mujocos(name):
+def test_accelerations_equal_mujocos(name, coordinates):
     source = {**SOURCES, **SLOW_SOURCES}[name]()
-    model = lb.from_mjcf(source)
+    model = lb.from_mjcf(source, coordinates=coordinates)
     m, d = _mujoco(source)
     for qpos, qvel in _check_accelerations(model, m, d, seed=0, count=5):
         # And the joint space maps back and forth (hinges within (-pi, pi]).
@@ -126,14 +138,17 @@ def test_accelerations_equal_mujocos(name):
         np.testing.assert_allclose(
             np.asarray(back_pos)[chained], qpos[chained], atol=1e-15
         )
-        assert np.max(np.abs(model.system.constraints(0.0, q, model.params))) < 1e-12
+        if model.system.constraints is not None:
+            phi = model.system.constraints(0.0, q, model.params)
+            assert np.max(np.abs(phi)) < 1e-12
 
 
 def test_forward_kinematics_equals_mujocos():
     """Every moving body's mass centre from from_joint_space equals MuJoCo's
-    xipos (the double pendulum's bodies have no welded parts)."""
+    xipos (the double pendulum's bodies have no welded parts), in absolute
+    coordinates."""
     source = SOURCES["double_pendulum"]()
-    model = lb.from_mjcf(source)
+    model = lb.from_mjcf(source, coordinates="absolute")
     m, d = _mujoco(source)
     qpos, qvel = _random_joint_state(m, np.random.default_rng(1))
     d.qpos[:], d.qvel[:] = qpos, qvel
@@ -152,7 +167,7 @@ def test_closed_loop_equals_the_hard_solution_from_mujocos_pieces():
     solution of its mass matrix, bias and passive forces, constraint Jacobian
     efc_J and that Jacobian's rate (mj_jacDot)."""
     source = str(MODELS / "four_bar.xml")
-    model = lb.from_mjcf(source)
+    model = lb.from_mjcf(source, coordinates="absolute")  # joint: tests/test_tree.py
     m, d = _mujoco(source)
     qacc = _joint_accelerations(model, lx.LeastSquares())
     rng = np.random.default_rng(2)
@@ -232,8 +247,9 @@ def test_body_with_several_joints_moves_as_mujocos():
     """A body moved by two slides and a hinge (a planar base, off-centre mass) on
     a turntable, carrying a pendulum on a ball joint: the base's coordinates are
     its joints, named after them, and the accelerations at random states equal
-    MuJoCo's."""
-    model = lb.from_mjcf(CART_AND_POLE)
+    MuJoCo's (absolute coordinates; in joint coordinates the ball may share the
+    body with hinges: below)."""
+    model = lb.from_mjcf(CART_AND_POLE, coordinates="absolute")
     assert model.coordinates[7:10] == ("cart.x", "cart.z", "cart.tilt")
     assert model.units[7:10] == ("m", "m", "rad")
     m, d = _mujoco(mujoco.MjModel.from_xml_string(CART_AND_POLE))
@@ -241,6 +257,25 @@ def test_body_with_several_joints_moves_as_mujocos():
         q, _ = model.from_joint_space(qpos, qvel)
         np.testing.assert_allclose(q[7:10], qpos[1:4], atol=1e-15)
         assert np.max(np.abs(model.system.constraints(0.0, q, model.params))) < 1e-12
+
+
+def test_tree_model_reads_several_joints_and_a_ball_in_one_body():
+    """Joint coordinates: q is qpos, named by the joints; a ball joint may share
+    its body with a slide before it (MuJoCo allows no rotation after a ball); the
+    accelerations equal MuJoCo's."""
+    xml = CART_AND_POLE.replace(
+        '<joint name="swing" type="ball"/>',
+        '<joint name="lift" type="slide" axis="0 0 1"/>'
+        '<joint name="swing" type="ball"/>',
+    )
+    model = lb.from_mjcf(xml)
+    assert model.coordinates == (
+        "spin", "x", "z", "tilt", "lift", "swing.w", "swing.e1", "swing.e2",
+        "swing.e3",
+    )  # fmt: skip
+    assert model.constraint_names == ("|e|=1 swing",)
+    m, d = _mujoco(mujoco.MjModel.from_xml_string(xml))
+    _check_accelerations(model, m, d, seed=6, count=3)
 
 
 def test_masses_inertias_and_dampings_are_named_parameters():
@@ -284,7 +319,9 @@ def test_masses_inertias_and_dampings_are_named_parameters():
 )
 def test_what_is_not_read_is_refused_by_name(xml, message):
     with pytest.raises(ValueError, match=message):
-        lb.from_mjcf(f"<mujoco><worldbody>{xml}</worldbody></mujoco>")
+        lb.from_mjcf(
+            f"<mujoco><worldbody>{xml}</worldbody></mujoco>", coordinates="absolute"
+        )
     with pytest.raises(FileNotFoundError, match="from_mjcf: no such file"):
         lb.from_mjcf("no/such/model.xml")
 

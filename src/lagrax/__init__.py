@@ -16,7 +16,12 @@ from ._control import (
 )
 from ._dynamics import accelerations as accelerations
 from ._initial import consistent_state as consistent_state
-from ._mechanics import Mechanics as Mechanics, energy as energy, mechanics as mechanics
+from ._mechanics import (
+    AbstractLagrangian as AbstractLagrangian,
+    Mechanics as Mechanics,
+    energy as energy,
+    mechanics as mechanics,
+)
 from ._model import Model as Model
 from ._results import RESULTS as RESULTS
 from ._saddle import (

@@ -22,6 +22,8 @@ qd held). Every constraint array below is stacked, holonomic rows first; a
 velocity constraint has no position residual, and its rows of `phi` are zero.
 """
 
+import abc
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -47,12 +49,58 @@ class Mechanics(eqx.Module):
     gamma: Float[Array, " m"]
 
 
+class AbstractLagrangian(eqx.Module):
+    """A Lagrangian that supplies its own mass matrix and forces.
+
+    Called as `lagrangian(t, q, qd, params)` like any Lagrangian (energy, the
+    reference of tests), but `mechanics` takes M and f = dL/dq - (dp/dq) qd -
+    dp/dt from `terms`, where the Lagrangian's structure makes them cheaper
+    than autodiff of the whole function (a kinematic tree: one pass over the
+    bodies instead of one per coordinate).
+    """
+
+    @abc.abstractmethod
+    def __call__(self, t, q, qd, params: Params) -> Array:
+        """L(t, q, qd, params), a scalar."""
+
+    @abc.abstractmethod
+    def terms(self, t, q, qd, params: Params) -> tuple[Array, Array]:
+        """(M, f) at (t, q, qd): M = d2L/dqd2 and f = dL/dq - (dp/dq) qd - dp/dt
+        with p = dL/dqd, exactly as autodiff of `__call__` would give them."""
+
+
+def lagrangian_terms(lagrangian, t, q, qd, params: Params) -> tuple[Array, Array]:
+    """(M, f) of any Lagrangian: from `terms` for an `AbstractLagrangian`,
+    otherwise by autodiff. f leaves out the non-conservative forces."""
+    t = _as_time(t, q)
+    if isinstance(lagrangian, AbstractLagrangian):
+        return lagrangian.terms(t, q, qd, params)
+
+    def value(t_, q_, qd_):
+        return _scalar(lagrangian, t_, q_, qd_, params)
+
+    # p = dL/dqd; d/dt p = M qdd + (dp/dq) qd + dp/dt along the motion. M by
+    # forward mode over p, the rest by one tangent (1, qd): fewer and larger fused
+    # kernels than one batch of n + 1 tangents through the whole gradient (2.4x
+    # faster on Andrews' squeezer).
+    momentum = jax.grad(value, argnums=2)
+    mass = _mass(momentum, t, q, qd)
+    _, mixed = jax.jvp(
+        lambda t_, q_: momentum(t_, q_, qd), (t, q), (jnp.ones_like(t), qd)
+    )
+    return mass, jax.grad(value, argnums=1)(t, q, qd) - mixed
+
+
 def lagrangian_value(system: System, t, q, qd, params: Params) -> Array:
     """L(t, q, qd, params), checked to be a scalar."""
-    value = jnp.asarray(system.lagrangian(t, q, qd, params))
+    return _scalar(system.lagrangian, t, q, qd, params)
+
+
+def _scalar(lagrangian, t, q, qd, params: Params) -> Array:
+    value = jnp.asarray(lagrangian(t, q, qd, params))
     if value.shape != ():
         raise ValueError(
-            f"System.lagrangian ({function_name(system.lagrangian)}) must return a "
+            f"System.lagrangian ({function_name(lagrangian)}) must return a "
             f"scalar, but returned shape {value.shape} for q of shape {q.shape}. "
             "Sum the energies into one number, e.g. `return T - V` with "
             "`T = 0.5 * qd @ M @ qd`."
@@ -129,21 +177,8 @@ def _as_time(t, q: Array) -> Array:
 def mechanics(system: System, t, q, qd, params: Params) -> Mechanics:
     """Evaluate M, f, J, phi, phi_dot and gamma at (t, q, qd) by autodiff."""
     t = _as_time(t, q)
-
-    def lagrangian(t_, q_, qd_):
-        return lagrangian_value(system, t_, q_, qd_, params)
-
-    # p = dL/dqd; d/dt p = M qdd + (dp/dq) qd + dp/dt along the motion. M by
-    # forward mode over p, the rest by one tangent (1, qd): fewer and larger fused
-    # kernels than one batch of n + 1 tangents through the whole gradient (2.4x
-    # faster on Andrews' squeezer).
-    momentum = jax.grad(lagrangian, argnums=2)
-    mass = _mass(momentum, t, q, qd)
-    _, mixed = jax.jvp(
-        lambda t_, q_: momentum(t_, q_, qd), (t, q), (jnp.ones_like(t), qd)
-    )
-    dl_dq = jax.grad(lagrangian, argnums=1)(t, q, qd)
-    force = dl_dq - mixed + force_value(system, t, q, qd, params)
+    mass, force = lagrangian_terms(system.lagrangian, t, q, qd, params)
+    force = force + force_value(system, t, q, qd, params)
 
     phi, phi_dot, gamma, jac = constraint_terms(system, t, q, qd, params)
     return Mechanics(mass, force, jac, phi, phi_dot, gamma)
@@ -223,6 +258,8 @@ def velocity_jacobian(system: System, t, q, params: Params):
 def mass_matrix(system: System, t, q, qd, params: Params) -> Float[Array, "n n"]:
     """M = d2L/dqd2 at (t, q, qd)."""
     t = _as_time(t, q)
+    if isinstance(system.lagrangian, AbstractLagrangian):
+        return system.lagrangian.terms(t, q, qd, params)[0]
 
     def lagrangian(t_, q_, qd_):
         return lagrangian_value(system, t_, q_, qd_, params)

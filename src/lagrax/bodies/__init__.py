@@ -37,6 +37,7 @@ from ._joints import (
     Spherical as Spherical,
     Weld as Weld,
 )
+from ._kinematic_tree import KinematicTree as KinematicTree
 from ._loads import (
     AbstractForce as AbstractForce,
     AbstractLoad as AbstractLoad,
@@ -54,4 +55,9 @@ from ._multipliers import (
     joint_forces as joint_forces,
     multiplier_units as multiplier_units,
 )
+from ._tree_dynamics import (
+    TreeLagrangian as TreeLagrangian,
+    joint_reactions as joint_reactions,
+)
+from ._tree_mjcf import TreeJointSpace as TreeJointSpace
 from ._urdf import from_urdf as from_urdf

@@ -30,6 +30,7 @@ from ._joint_space import (
     _Joint,
 )
 from ._joints import Hinge, SpatialPrismatic, Spherical, Weld
+from ._tree_mjcf import tree_model
 
 
 _SPATIAL = ("x", "y", "z", "w", "e1", "e2", "e3")
@@ -69,12 +70,25 @@ def _name(mujoco, m, kind, i, fallback):
     return name if name else fallback
 
 
-def from_mjcf(source, *, name: str | None = None):
-    """A MuJoCo model as a [`lagrax.systems.Model`][] of spatial rigid bodies and
-    joints, in lagrax's absolute coordinates.
+def from_mjcf(source, *, name: str | None = None, coordinates: str = "joint"):
+    """A MuJoCo model as a [`lagrax.Model`][]: by default a tree model in joint
+    coordinates, MuJoCo's own qpos (see docs/tree.md); with
+    `coordinates="absolute"`, spatial rigid bodies and joints in lagrax's
+    absolute coordinates.
 
-    Every body that moves becomes a `SpatialBody` (its principal inertial frame;
-    seven coordinates); bodies without joints are merged into their parent.
+    **Joint coordinates** (the default): q is MuJoCo's qpos (hinge angles,
+    slide displacements, unit quaternions of ball joints, position and unit
+    quaternion of free joints) and qd its rate (a quaternion's rate, not
+    MuJoCo's angular velocity: `from_joint_space` and `to_joint_space`
+    convert). The bodies' mass matrix and forces come from one pass of forward
+    kinematics over the tree ([`lagrax.bodies.TreeLagrangian`][]); the only
+    constraint rows are the unit quaternions' norms and the loops closed by
+    `equality connect` and `weld` (their multipliers are the loop forces).
+    Several joints of any kind but free may share a body.
+
+    **Absolute coordinates**: every body that moves becomes a `SpatialBody`
+    (its principal inertial frame; seven coordinates); bodies without joints
+    are merged into their parent.
     Hinge, slide, ball and free joints become `Hinge`, `SpatialPrismatic`,
     `Spherical` and nothing; a body moved by several hinges and slides becomes
     a body whose coordinates are those joints' values (the joints share no
@@ -93,6 +107,7 @@ def from_mjcf(source, *, name: str | None = None):
     - `source`: a path to an MJCF file, the XML as a string, or a
         `mujoco.MjModel`.
     - `name`: the model's name; default the file's.
+    - `coordinates`: `"joint"` (default) or `"absolute"`.
 
     **Returns:**
 
@@ -101,13 +116,18 @@ def from_mjcf(source, *, name: str | None = None):
     """
     from ..systems._drawing import cabinet
 
+    if coordinates not in ("joint", "absolute"):
+        raise ValueError(
+            f"from_mjcf: coordinates must be 'joint' (MuJoCo's qpos, the default) "
+            f"or 'absolute' (seven per body), got {coordinates!r}."
+        )
     mujoco, m, stem = _load(source)
     name = stem if name is None else name
     obj = mujoco.mjtObj
     body_names = [
         _name(mujoco, m, obj.mjOBJ_BODY, b, f"body{b}") for b in range(m.nbody)
     ]
-    _refuse(mujoco, m, body_names)
+    _refuse(mujoco, m, body_names, tree=coordinates == "joint")
     if m.opt.density != 0 or m.opt.viscosity != 0:
         warnings.warn(
             f"from_mjcf: {name!r} sets a medium (density {m.opt.density:g}, "
@@ -115,6 +135,15 @@ def from_mjcf(source, *, name: str | None = None):
             "so the model moves as in vacuum. Add them as forces if they matter.",
             stacklevel=2,
         )
+    if coordinates == "joint":
+        joint_names = [
+            _name(mujoco, m, obj.mjOBJ_JOINT, j, f"joint{j}") for j in range(m.njnt)
+        ]
+        equality_names = [
+            _name(mujoco, m, obj.mjOBJ_EQUALITY, e, f"equality{e}")
+            for e in range(m.neq)
+        ]
+        return tree_model(mujoco, m, name, body_names, joint_names, equality_names)
 
     # The reference configuration (qpos0): every body's world frame and
     # principal inertial frame, from MuJoCo's own kinematics.
@@ -438,11 +467,12 @@ def _check_weld_at_reference(mujoco, m, data, e, label) -> None:
         )
 
 
-def _refuse(mujoco, m, body_names: Sequence[str]) -> None:
+def _refuse(mujoco, m, body_names: Sequence[str], tree: bool) -> None:
     """Clear errors for what lagrax does not read (yet)."""
     for b in range(1, m.nbody):
         kinds = [int(k) for k in m.jnt_type[m.jnt_bodyid == b]]
-        if len(kinds) > 1 and any(k in (_FREE, _BALL) for k in kinds):
+        shared = (_FREE,) if tree else (_FREE, _BALL)
+        if len(kinds) > 1 and any(k in shared for k in kinds):
             raise ValueError(
                 f"from_mjcf: body {body_names[b]!r} has {len(kinds)} joints, one "
                 "of them a ball or free joint; lagrax reads several hinges and "

@@ -5,7 +5,7 @@ import os
 from ._mjcf import _mujoco, from_mjcf
 
 
-def from_urdf(path, *, name: str | None = None):
+def from_urdf(path, *, name: str | None = None, coordinates: str = "joint"):
     """A URDF robot as a [`lagrax.systems.Model`][], read by MuJoCo's URDF
     compiler and then as [`lagrax.bodies.from_mjcf`][] reads MJCF.
 
@@ -21,6 +21,8 @@ def from_urdf(path, *, name: str | None = None):
 
     - `path`: the `.urdf` file.
     - `name`: the model's name; default the robot's.
+    - `coordinates`: `"joint"` (default: the joints' values, a tree model) or
+        `"absolute"` (seven per link); see [`lagrax.bodies.from_mjcf`][].
     """
     import xml.etree.ElementTree as ET
 
@@ -52,4 +54,6 @@ def from_urdf(path, *, name: str | None = None):
         m = mujoco.MjModel.from_xml_string(ET.tostring(root, encoding="unicode"))
     except ValueError as e:
         raise ValueError(f"from_urdf: MuJoCo could not read {text!r}: {e}") from e
-    return from_mjcf(m, name=root.get("name") if name is None else name)
+    return from_mjcf(
+        m, name=root.get("name") if name is None else name, coordinates=coordinates
+    )

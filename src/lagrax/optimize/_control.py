@@ -37,6 +37,7 @@ from jaxtyping import Array, ArrayLike, PyTree
 
 from .._dynamics import VectorField
 from .._inputs import _concrete
+from .._mechanics import AbstractLagrangian
 from .._results import RESULTS
 from .._saddle import AbstractSaddleSolver, SchurCholesky
 from .._simulate import default_stabilization, simulate
@@ -443,6 +444,19 @@ class _Unpack(eqx.Module):
         return self.fn(*args, params)
 
 
+class _UnpackLagrangian(AbstractLagrangian):
+    """`_Unpack` of a Lagrangian that supplies its own M and f (a tree model's):
+    keeps `terms`, so a held system does not fall back to autodiff."""
+
+    lagrangian: AbstractLagrangian
+
+    def __call__(self, t, q, qd, held):
+        return self.lagrangian(t, q, qd, held[0])
+
+    def terms(self, t, q, qd, held):
+        return self.lagrangian.terms(t, q, qd, held[0])
+
+
 class _HeldForces(eqx.Module):
     forces: Callable
 
@@ -458,8 +472,11 @@ def _held_system(system: System) -> System:
     def wrap(fn, kind=_Unpack):
         return None if fn is None else kind(fn)
 
+    lagrangian = system.lagrangian
     return System(
-        _Unpack(system.lagrangian),
+        _UnpackLagrangian(lagrangian)
+        if isinstance(lagrangian, AbstractLagrangian)
+        else _Unpack(lagrangian),
         wrap(system.constraints),
         wrap(system.forces, _HeldForces),
         wrap(system.velocity_constraints),

@@ -1,0 +1,261 @@
+"""Tree models (`lb.from_mjcf`'s default, joint coordinates): the mass matrix and
+forces from the bodies' Jacobians against autodiff of the same Lagrangian,
+trajectories against MuJoCo's RK4, energy, loops closed by equalities, and
+jit / vmap / grad through them (gradients against finite differences).
+Accelerations against MuJoCo's qacc on every model: tests/test_import.py."""
+
+import importlib.resources
+import pathlib
+
+import diffrax as dfx
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+import lagrax as lx
+import lagrax.bodies as lb
+from lagrax._mechanics import lagrangian_terms
+
+
+MODELS = pathlib.Path(__file__).parent / "models"
+GYM = importlib.resources.files("gymnasium") / "envs" / "mujoco" / "assets"
+OFF = mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_LIMIT
+
+
+class RK4(dfx.AbstractERK):
+    """The classical fourth-order Runge-Kutta method, MuJoCo's mjINT_RK4."""
+
+    tableau = dfx.ButcherTableau(
+        c=np.array([0.5, 0.5, 1.0]),
+        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+        b_error=np.zeros(4),
+        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+    )
+    interpolation_cls = dfx.ThirdOrderHermitePolynomialInterpolation.from_k
+
+    def order(self, terms):
+        return 4
+
+
+def _mujoco(path):
+    m = mujoco.MjModel.from_xml_path(str(path))
+    m.opt.disableflags |= OFF
+    m.opt.density = m.opt.viscosity = 0.0
+    return m, mujoco.MjData(m)
+
+
+def _random_state(m, rng):
+    qpos = m.qpos0 + 0.4 * rng.normal(size=m.nq)
+    for j in range(m.njnt):
+        a = m.jnt_qposadr[j] + (3 if m.jnt_type[j] == 0 else 0)
+        if m.jnt_type[j] in (0, 1):
+            qpos[a : a + 4] /= np.linalg.norm(qpos[a : a + 4])
+    return qpos, rng.normal(size=m.nv)
+
+
+class _Plain:
+    """A Lagrangian as a plain function: lagrax differentiates it itself."""
+
+    def __init__(self, lagrangian):
+        self.lagrangian = lagrangian
+
+    def __call__(self, t, q, qd, params):
+        return self.lagrangian(t, q, qd, params)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [GYM / "hopper.xml", GYM / "ant.xml", MODELS / "arm.xml"],
+    ids=["hopper", "ant", "arm"],
+)
+def test_mass_matrix_and_forces_equal_autodiff_of_the_lagrangian(path):
+    """M and f from one pass over the tree (Jacobians, Newton-Euler) equal
+    d2L/dqd2 and dL/dq - (dp/dq) qd of the same L by autodiff: hinges, slides,
+    several joints in a body, ball and free joints (quaternion rates), armature
+    and springs."""
+    model = lb.from_mjcf(str(path))
+    m, _ = _mujoco(path)
+    lagrangian = model.system.lagrangian
+    assert isinstance(lagrangian, lb.TreeLagrangian)
+
+    @jax.jit
+    def both(q, qd, params):
+        return lagrangian.terms(0.0, q, qd, params), lagrangian_terms(
+            _Plain(lagrangian), 0.0, q, qd, params
+        )
+
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        q, qd = model.from_joint_space(*_random_state(m, rng))
+        (mass, force), (mass_ad, force_ad) = both(q, qd, model.params)
+        np.testing.assert_allclose(
+            mass, mass_ad, rtol=0, atol=1e-12 * np.abs(mass_ad).max()
+        )
+        np.testing.assert_allclose(
+            force, force_ad, rtol=0, atol=1e-12 * np.abs(force_ad).max()
+        )
+        np.testing.assert_allclose(mass, mass.T, atol=1e-14 * np.abs(mass).max())
+
+
+@pytest.fixture(scope="module")
+def ant():
+    path = GYM / "ant.xml"
+    return lb.from_mjcf(str(path)), *_mujoco(path)
+
+
+def test_ant_trajectory_equals_mujocos_rk4(ant):
+    """1000 RK4 steps at the model's timestep from a spinning start: the joint
+    positions and velocities equal MuJoCo's mj_step (RK4) to 1e-6; the unit
+    quaternion stays a unit quaternion (projection)."""
+    model, m, d = ant
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    rng = np.random.default_rng(1)
+    qpos0, qvel0 = m.qpos0.copy(), 0.5 * rng.normal(size=m.nv)
+    d.qpos[:], d.qvel[:] = qpos0, qvel0
+    steps, dt = 1000, m.opt.timestep
+    for _ in range(steps):
+        mujoco.mj_step(m, d)
+    q0, qd0 = model.from_joint_space(qpos0, qvel0)
+    sol = lx.simulate(
+        model.system, q0, qd0, model.params, t1=steps * dt, solver=RK4(),
+        stepsize_controller=dfx.ConstantStepSize(), dt0=dt, max_steps=steps + 1,
+    )  # fmt: skip
+    qpos, qvel = model.to_joint_space(sol.q[-1], sol.qd[-1])
+    np.testing.assert_allclose(qpos, d.qpos, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(qvel, d.qvel, rtol=0, atol=1e-6)
+    assert np.max(np.abs(sol.phi)) < 1e-12
+
+
+def test_energy_is_conserved_without_damping(ant):
+    """Ant without joint damping, under gravity, tumbling: the energy (T + V,
+    from the Lagrangian) is conserved by the adaptive solver to its tolerance."""
+    model, m, _ = ant
+    params = {
+        k: (0.0 if k.endswith(".damping") else v) for k, v in model.params.items()
+    }
+    rng = np.random.default_rng(2)
+    q0, qd0 = model.from_joint_space(m.qpos0, rng.normal(size=m.nv))
+    sol = lx.simulate(model.system, q0, qd0, params, t1=1.0, rtol=1e-10, atol=1e-10,
+                      ts=jnp.linspace(0.0, 1.0, 5))  # fmt: skip
+    energy = np.asarray(sol.energy)
+    assert np.ptp(energy) < 1e-7 * np.max(np.abs(energy))
+
+
+def test_jit_vmap_and_grad_through_a_robot(ant):
+    """vmap over masses and value_and_grad of a loss of the final joint
+    positions with respect to a body's mass: the gradient equals central
+    differences."""
+    model, m, _ = ant
+    rng = np.random.default_rng(3)
+    q0, qd0 = model.from_joint_space(m.qpos0, rng.normal(size=m.nv))
+    key = "torso.mass"
+
+    @jax.jit
+    def loss(mass):
+        params = {**model.params, key: mass}
+        sol = lx.simulate(model.system, q0, qd0, params, t1=0.2, rtol=1e-10,
+                          atol=1e-10)  # fmt: skip
+        return jnp.sum(sol.q[-1, 7:] ** 2)
+
+    mass = jnp.asarray(model.params[key])
+    value, grad = jax.jit(jax.value_and_grad(loss))(mass)
+    h = 1e-4 * mass
+    central = (loss(mass + h) - loss(mass - h)) / (2 * h)
+    np.testing.assert_allclose(grad, central, rtol=1e-5)
+    batch = jax.vmap(loss)(jnp.stack([mass, mass + h, mass - h]))
+    np.testing.assert_allclose(
+        batch, [value, loss(mass + h), loss(mass - h)], rtol=1e-12
+    )
+
+
+def test_loop_closed_by_connect_equals_the_hard_solution():
+    """The four-bar of tests/models/four_bar.xml in joint coordinates: three
+    hinge angles, the loop's three pin rows (one redundant in the plane:
+    least squares). The crank's acceleration from MuJoCo's pieces (mass matrix,
+    bias, efc_J and its rate) solved hard equals lagrax's."""
+    path = MODELS / "four_bar.xml"
+    model = lb.from_mjcf(str(path))
+    assert model.coordinates == tuple(
+        mujoco.mj_id2name(_mujoco(path)[0], mujoco.mjtObj.mjOBJ_JOINT, j)
+        for j in range(3)
+    )
+    m, d = _mujoco(path)
+
+    @jax.jit
+    def qacc(q, qd, params):
+        return lx.accelerations(
+            model.system, 0.0, q, qd, params, saddle_solver=lx.LeastSquares()
+        )[0]
+
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        qpos = jnp.asarray(m.qpos0 + np.array([rng.uniform(-0.5, 0.5), 0, 0]))
+        qvel = jnp.array([rng.normal(), 0.0, 0.0])
+        q, qd = lx.consistent_state(
+            model.system, qpos, qvel, model.params, fixed_q=[0], fixed_qd=[0]
+        )
+        d.qpos[:], d.qvel[:] = np.asarray(q), np.asarray(qd)
+        mujoco.mj_forward(m, d)
+        mass = np.zeros((m.nv, m.nv))
+        mujoco.mj_fullM(m, d, mass)
+        jac = d.efc_J.reshape(d.nefc, m.nv)[:3]
+        b1, b2 = m.eq_obj1id[0], m.eq_obj2id[0]
+        p1 = d.xpos[b1] + d.xmat[b1].reshape(3, 3) @ m.eq_data[0, :3]
+        p2 = d.xpos[b2] + d.xmat[b2].reshape(3, 3) @ m.eq_data[0, 3:6]
+        assert np.max(np.abs(p1 - p2)) < 1e-12
+        rate1, rate2 = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+        mujoco.mj_jacDot(m, d, rate1, None, p1, b1)
+        mujoco.mj_jacDot(m, d, rate2, None, p2, b2)
+        kkt = np.block([[mass, jac.T], [jac, np.zeros((3, 3))]])
+        rhs = np.concatenate([d.qfrc_passive - d.qfrc_bias, -(rate1 - rate2) @ d.qvel])
+        hard = np.linalg.lstsq(kkt, rhs, rcond=1e-12)[0][: m.nv]
+        ours = np.asarray(qacc(q, qd, model.params))
+        np.testing.assert_allclose(ours, hard, rtol=0, atol=1e-9 * np.abs(hard).max())
+
+
+def test_absolute_coordinates_stay_available():
+    """coordinates="absolute" gives the former model (seven per body, every joint
+    as rows) with the same parameters, and the same accelerations."""
+    path = str(MODELS / "double_pendulum.xml")
+    tree = lb.from_mjcf(path)
+    absolute = lb.from_mjcf(path, coordinates="absolute")
+    assert len(tree.coordinates) == 2 and len(absolute.coordinates) == 14
+    assert tree.params.keys() == absolute.params.keys()
+    for key in tree.params:
+        np.testing.assert_allclose(tree.params[key], absolute.params[key], rtol=1e-12)
+    qpos, qvel = np.array([0.4, -0.7]), np.array([1.0, -0.5])
+    accel = []
+    for model in (tree, absolute):
+        q, qd = model.from_joint_space(qpos, qvel)
+        qdd, _ = lx.accelerations(model.system, 0.0, q, qd, model.params)
+        accel.append(jax.jvp(model.to_joint_space, (q, qd), (qd, qdd))[1][1])
+    np.testing.assert_allclose(accel[0], accel[1], rtol=1e-10)
+    with pytest.raises(ValueError, match="coordinates must be 'joint'"):
+        lb.from_mjcf(path, coordinates="minimal")
+
+
+def test_joint_reactions_equal_mujocos_interaction_forces(ant):
+    """The force and torque each body's parent exerts through its joints (the
+    Newton-Euler backward pass) equal MuJoCo's cfrc_int (after
+    mj_rnePostConstraint), moved from the subtree's mass centre to the body's
+    origin, at a random state and lagrax's own accelerations there."""
+    model, m, d = ant
+    qpos, qvel = _random_state(m, np.random.default_rng(5))
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    mujoco.mj_forward(m, d)
+    mujoco.mj_rnePostConstraint(m, d)
+    q, qd = model.from_joint_space(qpos, qvel)
+    qdd, _ = lx.accelerations(model.system, 0.0, q, qd, model.params)
+    names, force, torque = lb.joint_reactions(model, 0.0, q, qd, qdd)
+    for name, f, n in zip(names, np.asarray(force), np.asarray(torque), strict=True):
+        b = m.body(name).id
+        f_mj = d.cfrc_int[b, 3:]
+        n_mj = d.cfrc_int[b, :3] + np.cross(
+            d.subtree_com[m.body_rootid[b]] - d.xpos[b], f_mj
+        )
+        np.testing.assert_allclose(f, f_mj, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(n, n_mj, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="closes loops"):
+        lb.joint_reactions(lb.from_mjcf(str(MODELS / "four_bar.xml")), 0.0, q, qd, qdd)
