@@ -378,7 +378,8 @@ def test_urdf_pendulum_against_its_equation():
         np.testing.assert_allclose(got, [expected], rtol=1e-12)
 
 
-def test_weld_equality_equals_the_welded_tree():
+@pytest.mark.parametrize("coordinates", ["joint", "absolute"])
+def test_weld_equality_equals_the_welded_tree(coordinates):
     """A tip welded to a hinged arm by `equality weld` (a free body held by six
     rows) moves as the same tip nested in the arm's body (merged into it), whose
     accelerations equal MuJoCo's."""
@@ -391,7 +392,8 @@ def test_weld_equality_equals_the_welded_tree():
               f'pos="0.5 0.1 1.2" euler="10 20 30"><freejoint/>{tip}</body>'
               '</worldbody><equality><weld body1="arm" body2="tip"/></equality>'
               "</mujoco>")  # fmt: skip
-    tree, loop = lb.from_mjcf(nested), lb.from_mjcf(welded)
+    tree = lb.from_mjcf(nested, coordinates=coordinates)
+    loop = lb.from_mjcf(welded, coordinates=coordinates)
     m, d = _mujoco(mujoco.MjModel.from_xml_string(nested))
     q_tree = _joint_accelerations(tree)
     rng = np.random.default_rng(6)
@@ -410,7 +412,7 @@ def test_weld_equality_equals_the_welded_tree():
         qpos[0] = angle
         qvel = np.zeros(m_loop.nv)
         qvel[0] = rate
-        arm_only = list(range(7))
+        arm_only = [0] if coordinates == "joint" else list(range(7))
         q, qd = lx.consistent_state(
             loop.system, *loop.from_joint_space(qpos, qvel), loop.params,
             fixed_q=arm_only, fixed_qd=arm_only,

@@ -249,8 +249,9 @@ def test_joint_reactions_equal_mujocos_interaction_forces(ant):
     q, qd = model.from_joint_space(qpos, qvel)
     qdd, _ = lx.accelerations(model.system, 0.0, q, qd, model.params)
     names, force, torque = lb.joint_reactions(model, 0.0, q, qd, qdd)
+    ids = {m.body(b).name or f"body{b}": b for b in range(m.nbody)}  # as from_mjcf
     for name, f, n in zip(names, np.asarray(force), np.asarray(torque), strict=True):
-        b = m.body(name).id
+        b = ids[name]
         f_mj = d.cfrc_int[b, 3:]
         n_mj = d.cfrc_int[b, :3] + np.cross(
             d.subtree_com[m.body_rootid[b]] - d.xpos[b], f_mj
@@ -259,3 +260,21 @@ def test_joint_reactions_equal_mujocos_interaction_forces(ant):
         np.testing.assert_allclose(n, n_mj, rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="closes loops"):
         lb.joint_reactions(lb.from_mjcf(str(MODELS / "four_bar.xml")), 0.0, q, qd, qdd)
+
+
+def test_quaternion_projection_is_the_mass_weighted_projection(ant):
+    """The closed-form projection of a tree model's unit quaternions (normalise,
+    remove the rate's radial part) equals lagrax's general mass-weighted
+    Newton projection from a drifted state."""
+    from lagrax._projection import ManifoldProjector, _traced_once
+
+    model, m, _ = ant
+    rng = np.random.default_rng(6)
+    q, qd = model.from_joint_space(*_random_state(m, rng))
+    q = q.at[3:7].multiply(1.01)  # drifted off |e| = 1
+    qd = qd.at[3:7].add(0.05 * q[3:7])  # and off e . e_dot = 0
+    t = jnp.asarray(0.0)
+    closed = ManifoldProjector(model.system, lx.SchurCholesky())(t, q, qd, model.params)
+    newton = _traced_once(model.system, lx.SchurCholesky(), t, q, qd, model.params, 6)
+    for ours, general in zip(closed, newton, strict=True):
+        np.testing.assert_allclose(ours, general, rtol=0, atol=1e-12)

@@ -1,5 +1,7 @@
 """Projection onto the constraint manifold (the step of `lagrax.Projection`)."""
 
+import abc
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -15,6 +17,27 @@ from ._mechanics import (
 )
 from ._saddle import AbstractSaddleSolver
 from ._system import System
+
+
+class AbstractClosedFormProjection(eqx.Module):
+    """Constraints `phi(t, q, params)` whose mass-weighted projection, for the
+    System they belong to, has a closed form, which `ManifoldProjector` then
+    takes instead of its Newton iterations.
+
+    A tree model's unit quaternions are one: M e is parallel to e there (the
+    quaternion's radial direction moves nothing and carries its own radial
+    term), so the M-orthogonal projection onto |e| = 1 is e / |e|, and onto
+    e . e_dot = 0 the removal of e_dot's radial part.
+    """
+
+    @abc.abstractmethod
+    def __call__(self, t, q, params: Params):
+        """phi(t, q, params), (m,)."""
+
+    @abc.abstractmethod
+    def project(self, t, q, qd, params: Params):
+        """The projected (q, qd), or None where there is no closed form (decided
+        at trace time)."""
 
 
 class ManifoldProjector(eqx.Module):
@@ -43,6 +66,14 @@ class ManifoldProjector(eqx.Module):
         m = num_constraints(self.system, t, q, params)
         if m + num_velocity_constraints(self.system, t, q, params) == 0:
             return q, qd
+        constraints = self.system.constraints
+        if (
+            isinstance(constraints, AbstractClosedFormProjection)
+            and self.system.velocity_constraints is None
+        ):
+            projected = constraints.project(t, q, qd, params)
+            if projected is not None:
+                return projected
         # The time as an array: a Python float would be a static argument of
         # the jitted projection below.
         t = jnp.asarray(t, q.dtype)

@@ -11,6 +11,7 @@ from jaxtyping import Array
 
 from .._custom_types import Params
 from .._model import Model
+from .._projection import AbstractClosedFormProjection
 from .._system import System
 from ._body import Value, resolve
 from ._kinematic_tree import (
@@ -132,7 +133,7 @@ class _JointDamping(eqx.Module):
         return -(g.T @ (d * (g @ qd)))
 
 
-class _TreeConstraints(eqx.Module):
+class _TreeConstraints(AbstractClosedFormProjection):
     """Unit quaternions (|e|^2 - 1) and the loop closures: pins (a point of one
     body on a point of another: MuJoCo's connect, and the pin of a weld) and
     the welds' relative orientations (the antisymmetric part of O^T R_a^T R_b)."""
@@ -145,6 +146,18 @@ class _TreeConstraints(eqx.Module):
     )
     # Welds' orientations: (body a, body b, O = R_a^T R_b held, row-major).
     turns: tuple[tuple[int, int, tuple[float, ...]], ...] = eqx.field(static=True)
+
+    def project(self, t, q, qd, params: Params):
+        """Without loop closures: each quaternion normalised, its rate's radial
+        part removed (the mass-weighted projection: `TreeLagrangian`'s M maps
+        a quaternion's radial direction to itself)."""
+        if self.pins or self.turns:
+            return None
+        index = np.asarray(self.quaternions, int)[:, None] + np.arange(4)
+        e, ed = q[index], qd[index]
+        norm2 = jnp.sum(e * e, -1, keepdims=True)
+        radial = jnp.sum(e * ed, -1, keepdims=True) / norm2
+        return q.at[index].set(e / jnp.sqrt(norm2)), qd.at[index].set(ed - radial * e)
 
     def __call__(self, t, q, params: Params) -> Array:
         rows = []
