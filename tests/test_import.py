@@ -104,16 +104,16 @@ def _check_accelerations(model, m, d, seed, count):
 
 
 # Tree models (joint coordinates, the default) of every model; the absolute
-# coordinates (seven per body, every joint as rows) of the small ones, and of
-# the robots with -m slow (each compiles for 15-25 s).
+# coordinates (seven per body, every joint as rows) of the double pendulum, and
+# of the others with -m slow (each compiles for 10-25 s).
 CASES = (
     [(name, "joint") for name in sorted(SOURCES)]
     + [pytest.param(n, "joint", marks=pytest.mark.slow) for n in SLOW_SOURCES]
-    + [(name, "absolute") for name in ("arm", "double_pendulum")]
+    + [("double_pendulum", "absolute")]
     + [
         pytest.param(n, "absolute", marks=pytest.mark.slow)
         for n in sorted(SOURCES) + sorted(SLOW_SOURCES)
-        if n not in ("arm", "double_pendulum")
+        if n != "double_pendulum"
     ]
 )
 
@@ -160,6 +160,7 @@ def test_forward_kinematics_equals_mujocos():
     np.testing.assert_allclose(qpos_back, qpos, atol=1e-12)
 
 
+@pytest.mark.slow  # absolute coordinates; the tree models run in CI
 def test_closed_loop_equals_the_hard_solution_from_mujocos_pieces():
     """A four-bar closed by `equality connect` (a planar loop of spatial hinges:
     one row is redundant, so the least-squares saddle solver). MuJoCo's own
@@ -243,6 +244,7 @@ CART_AND_POLE = """
 """
 
 
+@pytest.mark.slow  # absolute coordinates; the tree models run in CI
 def test_body_with_several_joints_moves_as_mujocos():
     """A body moved by two slides and a hinge (a planar base, off-centre mass) on
     a turntable, carrying a pendulum on a ball joint: the base's coordinates are
@@ -378,7 +380,9 @@ def test_urdf_pendulum_against_its_equation():
         np.testing.assert_allclose(got, [expected], rtol=1e-12)
 
 
-@pytest.mark.parametrize("coordinates", ["joint", "absolute"])
+@pytest.mark.parametrize(
+    "coordinates", ["joint", pytest.param("absolute", marks=pytest.mark.slow)]
+)
 def test_weld_equality_equals_the_welded_tree(coordinates):
     """A tip welded to a hinged arm by `equality weld` (a free body held by six
     rows) moves as the same tip nested in the arm's body (merged into it), whose

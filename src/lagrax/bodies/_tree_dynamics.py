@@ -1,21 +1,25 @@
 """The Lagrangian of a kinematic tree, with its mass matrix and forces from the
-bodies' Jacobians (one forward-mode pass over the tree) instead of autodiff of
+joints' spatial motions (one pass of forward kinematics) instead of autodiff of
 the whole Lagrangian.
 
-With every body's mass centre c_b(q) and rotation R_b(q) from the tree's
-forward kinematics, its velocity Jacobians Jv_b = dc_b/dq and Jw_b (omega_b =
-Jw_b qd, the columns vee(dR_b/dq_k R_b^T)) come from one batch of tangents, and
-the accelerations at qdd = 0 (a_b, alpha_b) from one second-order tangent along
-qd. Projecting each body's Newton-Euler equations onto the coordinates
-(d'Alembert; Kane's equations, the "TMT" method of Schwertassek and
-Wallrapp, *Dynamik flexibler Mehrkoerpersysteme*, 1999) gives
+Each degree of freedom k moves the bodies below it with the spatial motion S_k
+(Plucker coordinates about the world origin: (u, r x u) for a turn about the
+axis u through r, (0, u) for a slide), read off the forward kinematics. With
+static 0/1 matrices P (dof k moves body b) and C (dof k' moves the frame that
+carries dof k's axis), the bodies' velocities are V = P (S qvel), their
+accelerations at qdd = 0 A = P ((C S qvel) x S qvel) (dS/dt = V_carrier x S), and
+their Jacobians P masks of S. Projecting each body's Newton-Euler equations onto
+the joint motions (d'Alembert; Kane's equations, the "TMT" method of
+Schwertassek and Wallrapp, *Dynamik flexibler Mehrkoerpersysteme*, 1999; the
+spatial algebra of Featherstone, *Rigid Body Dynamics Algorithms*, 2008) gives
 
     M = sum_b m_b Jv_b^T Jv_b + Jw_b^T I_b Jw_b,
     f = sum_b Jv_b^T m_b (g - a_b) - Jw_b^T (I_b alpha_b + omega_b x I_b omega_b),
 
 exactly the M and f that autodiff of L = T - V gives (tests/test_tree.py checks
-it), in a few batched products over the bodies: no per-body, per-coordinate or
-per-level code beyond the forward kinematics.
+it), in a few batched products over the bodies and dofs: no per-body,
+per-coordinate or per-level code beyond the forward kinematics. See
+docs/tree.md.
 
 A unit quaternion's rate edot also carries a radial part that moves nothing;
 the term c (e . edot)^2 / 2 (zero on every motion that keeps |e| = 1) keeps M
