@@ -15,6 +15,8 @@ import pytest
 import lagrax as lx
 import lagrax.bodies as lb
 
+from .helpers import mujoco_hard_loop_accelerations
+
 
 MODELS = pathlib.Path(__file__).parent / "models"
 GYM = importlib.resources.files("gymnasium") / "envs" / "mujoco" / "assets"
@@ -183,20 +185,7 @@ def test_closed_loop_equals_the_hard_solution_from_mujocos_pieces():
         )
         qpos, qvel = (np.asarray(x) for x in model.to_joint_space(q, qd))
         d.qpos[:], d.qvel[:] = qpos, qvel
-        mujoco.mj_forward(m, d)
-        mass = np.zeros((m.nv, m.nv))
-        mujoco.mj_fullM(m, d, mass)
-        jac = d.efc_J.reshape(d.nefc, m.nv)[:3]
-        b1, b2 = m.eq_obj1id[0], m.eq_obj2id[0]
-        p1 = d.xpos[b1] + d.xmat[b1].reshape(3, 3) @ m.eq_data[0, :3]
-        p2 = d.xpos[b2] + d.xmat[b2].reshape(3, 3) @ m.eq_data[0, 3:6]
-        assert np.max(np.abs(p1 - p2)) < 1e-12  # the loop is closed
-        rate1, rate2 = np.zeros((3, m.nv)), np.zeros((3, m.nv))
-        mujoco.mj_jacDot(m, d, rate1, None, p1, b1)
-        mujoco.mj_jacDot(m, d, rate2, None, p2, b2)
-        kkt = np.block([[mass, jac.T], [jac, np.zeros((3, 3))]])
-        rhs = np.concatenate([d.qfrc_passive - d.qfrc_bias, -(rate1 - rate2) @ qvel])
-        hard = np.linalg.lstsq(kkt, rhs, rcond=1e-12)[0][: m.nv]
+        hard = mujoco_hard_loop_accelerations(mujoco, m, d)
         ours = np.asarray(qacc(qpos, qvel, model.params))
         np.testing.assert_allclose(ours, hard, rtol=0, atol=1e-9 * np.abs(hard).max())
 

@@ -18,6 +18,8 @@ import lagrax as lx
 import lagrax.bodies as lb
 from lagrax._mechanics import lagrangian_terms
 
+from .helpers import mujoco_hard_loop_accelerations
+
 
 MODELS = pathlib.Path(__file__).parent / "models"
 GYM = importlib.resources.files("gymnasium") / "envs" / "mujoco" / "assets"
@@ -196,20 +198,7 @@ def test_loop_closed_by_connect_equals_the_hard_solution():
             model.system, qpos, qvel, model.params, fixed_q=[0], fixed_qd=[0]
         )
         d.qpos[:], d.qvel[:] = np.asarray(q), np.asarray(qd)
-        mujoco.mj_forward(m, d)
-        mass = np.zeros((m.nv, m.nv))
-        mujoco.mj_fullM(m, d, mass)
-        jac = d.efc_J.reshape(d.nefc, m.nv)[:3]
-        b1, b2 = m.eq_obj1id[0], m.eq_obj2id[0]
-        p1 = d.xpos[b1] + d.xmat[b1].reshape(3, 3) @ m.eq_data[0, :3]
-        p2 = d.xpos[b2] + d.xmat[b2].reshape(3, 3) @ m.eq_data[0, 3:6]
-        assert np.max(np.abs(p1 - p2)) < 1e-12
-        rate1, rate2 = np.zeros((3, m.nv)), np.zeros((3, m.nv))
-        mujoco.mj_jacDot(m, d, rate1, None, p1, b1)
-        mujoco.mj_jacDot(m, d, rate2, None, p2, b2)
-        kkt = np.block([[mass, jac.T], [jac, np.zeros((3, 3))]])
-        rhs = np.concatenate([d.qfrc_passive - d.qfrc_bias, -(rate1 - rate2) @ d.qvel])
-        hard = np.linalg.lstsq(kkt, rhs, rcond=1e-12)[0][: m.nv]
+        hard = mujoco_hard_loop_accelerations(mujoco, m, d)
         ours = np.asarray(qacc(q, qd, model.params))
         np.testing.assert_allclose(ours, hard, rtol=0, atol=1e-9 * np.abs(hard).max())
 
