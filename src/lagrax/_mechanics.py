@@ -175,7 +175,8 @@ def _as_time(t, q: Array) -> Array:
 
 
 def mechanics(system: System, t, q, qd, params: Params) -> Mechanics:
-    """Evaluate M, f, J, phi, phi_dot and gamma at (t, q, qd) by autodiff."""
+    """Evaluate M, f, J, phi, phi_dot and gamma at (t, q, qd) by autodiff (M and
+    f from `terms` for an `AbstractLagrangian`)."""
     t = _as_time(t, q)
     mass, force = lagrangian_terms(system.lagrangian, t, q, qd, params)
     force = force + force_value(system, t, q, qd, params)
