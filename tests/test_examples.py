@@ -135,7 +135,8 @@ BENCHMARKS = {
     "bodies.py": (["--sizes", "2", "--repeats", "1"], r"\n +2 +[\d.]+ us"),
     "chain.py": (["--sizes", "8", "--repeats", "1"], r"\n +8 +[\d.]+ us"),
     "robots.py": (
-        ["--quick", "--skip-mjx", "--repeats", "1"], r"hopper \| per step.*us \|"
+        ["--quick", "--skip-mjx", "--repeats", "1"],
+        r"hopper \| per step.*us \|",
     ),
     "gpu_batch.py": (
         ["--cpu", "--system", "pendulum", "--sizes", "8", "16", "--max-chunk", "8"],
