@@ -7,14 +7,15 @@ from ._body import quaternion_rotation
 
 
 def qmul(a, b):
-    """The Hamilton product a b: R(a b) = R(a) R(b)."""
-    w1, v1 = a[0], a[1:]
-    w2, v2 = b[0], b[1:]
+    """The Hamilton product a b: R(a b) = R(a) R(b); batched over leading axes."""
+    w1, v1 = a[..., :1], a[..., 1:]
+    w2, v2 = b[..., :1], b[..., 1:]
     return jnp.concatenate(
         [
-            jnp.atleast_1d(w1 * w2 - jnp.dot(v1, v2)),
+            w1 * w2 - jnp.sum(v1 * v2, -1, keepdims=True),
             w1 * v2 + w2 * v1 + jnp.cross(v1, v2),
-        ]
+        ],
+        -1,
     )
 
 

@@ -14,6 +14,7 @@ from .._model import Model
 from .._projection import AbstractClosedFormProjection
 from .._system import System
 from ._body import Value, resolve
+from ._joint_space import _check_length
 from ._kinematic_tree import (
     BALL,
     FREE,
@@ -22,65 +23,42 @@ from ._kinematic_tree import (
     SLIDE,
     KinematicTree,
 )
+from ._quaternions import qmul
 from ._tree_dynamics import TreeLagrangian
 
 
 _KIND = {0: FREE, 1: BALL, 2: SLIDE, 3: HINGE}
 
 
-def _qmul(a, b):
-    """Quaternion products, batched over leading axes."""
-    w1, v1 = a[..., :1], a[..., 1:]
-    w2, v2 = b[..., :1], b[..., 1:]
-    return jnp.concatenate(
-        [
-            w1 * w2 - jnp.sum(v1 * v2, -1, keepdims=True),
-            w1 * v2 + w2 * v1 + jnp.cross(v1, v2),
-        ],
-        -1,
-    )
-
-
-def _conj(a):
-    return a * jnp.array([1.0, -1.0, -1.0, -1.0], a.dtype)
-
-
 class TreeJointSpace(eqx.Module):
     """MuJoCo's (qpos, qvel) and a tree model's (q, qd): q is qpos; qd is its
     rate, whose quaternion parts are e_dot = e (0, omega) / 2 for the body-frame
-    angular velocity omega in qvel."""
+    angular velocity omega in qvel (qvel = G(q) qd, the tree's `velocity_map`)."""
 
-    nq: int = eqx.field(static=True)
-    nv: int = eqx.field(static=True)
-    kinds: tuple[str, ...] = eqx.field(static=True)
-    qposadr: tuple[int, ...] = eqx.field(static=True)
-    dofadr: tuple[int, ...] = eqx.field(static=True)
+    tree: KinematicTree
+
+    @property
+    def nq(self) -> int:
+        return self.tree.nq
+
+    @property
+    def nv(self) -> int:
+        return self.tree.nv
 
     def _of(self, *kinds):
-        js = [j for j, k in enumerate(self.kinds) if k in kinds]
+        tree = self.tree
+        js = [j for j, k in enumerate(tree.kinds) if k in kinds]
         return (
-            np.asarray([self.qposadr[j] for j in js], int),
-            np.asarray([self.dofadr[j] for j in js], int),
+            np.asarray([tree.qposadr[j] for j in js], int),
+            np.asarray([tree.dofadr[j] for j in js], int),
         )
 
     def joint_velocities(self, q, qd) -> Array:
         """qvel at (q, qd): linear in qd."""
-        qvel = jnp.zeros(self.nv, qd.dtype)
-        adr, dof = self._of(HINGE, SLIDE)
-        qvel = qvel.at[dof].set(qd[adr])
-        adr, dof = self._of(FREE)
-        qvel = qvel.at[dof[:, None] + np.arange(3)].set(qd[adr[:, None] + np.arange(3)])
-        for kind, shift in ((BALL, 0), (FREE, 3)):
-            adr, dof = self._of(kind)
-            if adr.size:
-                index = adr[:, None] + shift + np.arange(4)
-                e, ed = q[index], qd[index]
-                spin = 2 * _qmul(_conj(e), ed)[:, 1:] / jnp.sum(e**2, -1)[:, None]
-                qvel = qvel.at[dof[:, None] + shift + np.arange(3)].set(spin)
-        return qvel
+        return self.tree.velocity_map(q, qd)[0] @ qd
 
     def qpos_rate(self, qpos, qvel) -> Array:
-        """qd at (qpos, qvel)."""
+        """qd at (qpos, qvel): the inverse of `joint_velocities` on |e| = 1."""
         rate = jnp.zeros(self.nq, qvel.dtype)
         adr, dof = self._of(HINGE, SLIDE)
         rate = rate.at[adr].set(qvel[dof])
@@ -95,7 +73,7 @@ class TreeJointSpace(eqx.Module):
                 omega = qvel[dof[:, None] + shift + np.arange(3)]
                 pure = jnp.concatenate([jnp.zeros_like(omega[:, :1]), omega], -1)
                 rate = rate.at[adr[:, None] + shift + np.arange(4)].set(
-                    0.5 * _qmul(e, pure)
+                    0.5 * qmul(e, pure)
                 )
         return rate
 
@@ -110,14 +88,6 @@ class TreeJointSpace(eqx.Module):
         _check_length("to_joint_space", "q", q, self.nq)
         _check_length("to_joint_space", "qd", qd, self.nq)
         return q, self.joint_velocities(q, qd)
-
-
-def _check_length(caller, name, x, size):
-    if x.shape != (size,):
-        raise ValueError(
-            f"{caller}: {name} must have shape ({size},) (the MuJoCo model's), got "
-            f"{x.shape}."
-        )
 
 
 class _JointDamping(eqx.Module):
@@ -317,13 +287,7 @@ def tree_model(mujoco, m, name: str, body_names, joint_names, equality_names):
         com.append(centre)
         principal.append(axes)
 
-    space = TreeJointSpace(
-        nq=int(m.nq),
-        nv=int(m.nv),
-        kinds=kinds,
-        qposadr=tree.qposadr,
-        dofadr=tuple(int(d) for d in m.jnt_dofadr),
-    )
+    space = TreeJointSpace(tree)
     quaternions = []
     damping, armature, springs, limits = [], [], [], {}
     for j in range(m.njnt):
