@@ -5,6 +5,7 @@ quaternions and loop-closing equalities. See docs/tree.md."""
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
@@ -15,6 +16,7 @@ from .._projection import AbstractClosedFormProjection
 from .._system import System
 from ._body import Value, resolve
 from ._joint_space import _check_length
+from ._joints import turn_rows
 from ._kinematic_tree import (
     BALL,
     FREE,
@@ -150,16 +152,7 @@ class _TreeConstraints(AbstractClosedFormProjection):
             b = np.asarray([w[1] for w in self.turns])
             held = jnp.asarray([w[2] for w in self.turns], q.dtype).reshape(-1, 3, 3)
             rel = jnp.swapaxes(held, -1, -2) @ jnp.swapaxes(rot[a], -1, -2) @ rot[b]
-            rows.append(
-                jnp.stack(
-                    [
-                        rel[:, 2, 1] - rel[:, 1, 2],
-                        rel[:, 0, 2] - rel[:, 2, 0],
-                        rel[:, 1, 0] - rel[:, 0, 1],
-                    ],
-                    -1,
-                ).reshape(-1)
-            )
+            rows.append(jax.vmap(turn_rows)(rel).reshape(-1))
         if self.quaternions:
             index = np.asarray(self.quaternions, int)[:, None] + np.arange(4)
             rows.append(jnp.sum(q[index] ** 2, -1) - 1)
