@@ -266,3 +266,67 @@ def test_quaternion_projection_is_the_mass_weighted_projection(ant):
     newton = _traced_once(model.system, lx.SchurCholesky(), t, q, qd, model.params, 6)
     for ours, general in zip(closed, newton, strict=True):
         np.testing.assert_allclose(ours, general, rtol=0, atol=1e-12)
+
+
+CHAIN_ON_A_FLOATING_BODY = """
+<mujoco>
+  <option gravity="0 0 -9.81"/>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="ball_a" type="ball"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="1"/>
+      <body name="b" pos="0.3 0 0">
+        <joint name="ball_b" type="ball" damping="0.1"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0.1 0" size="0.03" mass="0.7"/>
+      </body>
+    </body>
+    <body name="c" pos="0.6 0.1 1">
+      <freejoint name="free_c"/>
+      <geom type="box" size="0.1 0.05 0.02" mass="2"/>
+    </body>
+  </worldbody>
+  <equality>
+    <connect body1="b" body2="c" anchor="0.3 0.1 0"/>
+  </equality>
+</mujoco>
+"""
+
+
+class _PlainRows:
+    """Constraints as a plain function: one saddle solve of all the rows."""
+
+    def __init__(self, constraints):
+        self.constraints = constraints
+
+    def __call__(self, t, q, params):
+        return self.constraints(t, q, params)
+
+
+def test_quaternion_rows_solved_apart_equal_the_whole_saddle_solve():
+    """The unit quaternions' rows are left out of the saddle solve and added in
+    closed form (`decoupled_rows`): the accelerations and every multiplier
+    equal one saddle solve of all the rows, also off |e| = 1, with Baumgarte
+    terms, and with a force that pushes along the quaternions (which their
+    rows then carry). Two balls and a free body closed into a loop."""
+    model = lb.from_mjcf(CHAIN_ON_A_FLOATING_BODY)
+    system = model.system
+    assert system.constraints.decoupled_rows()  # the three quaternions
+    rng = np.random.default_rng(7)
+    q0 = jnp.asarray(model.q_guess)
+    q, qd = lx.consistent_state(
+        system, q0, jnp.asarray(rng.normal(size=q0.shape)), model.params
+    )
+    q = q * (1 + 1e-3 * rng.normal(size=q.shape))  # off the constraints
+    push = jnp.asarray(rng.normal(size=q.shape))
+
+    def forces(t, q, qd, params):
+        return push
+
+    ours = lx.System(system.lagrangian, system.constraints, forces)
+    whole = lx.System(system.lagrangian, _PlainRows(system.constraints), forces)
+    stabilization = lx.Baumgarte(5.0, 5.0)  # its terms join the right-hand side
+    qdd, lam = lx.accelerations(ours, 0.0, q, qd, model.params, stabilization)
+    qdd_all, lam_all = lx.accelerations(whole, 0.0, q, qd, model.params, stabilization)
+    np.testing.assert_allclose(qdd, qdd_all, rtol=0, atol=1e-10 * np.abs(qdd_all).max())
+    np.testing.assert_allclose(lam, lam_all, rtol=0, atol=1e-10 * np.abs(lam_all).max())
+    assert np.abs(lam_all[-3:]).min() > 1e-3  # the push loads them

@@ -2,12 +2,14 @@
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._custom_types import Params, RealScalarLike
 from ._errors import check_result
 from ._inputs import all_finite, coerce_params, coerce_state
 from ._mechanics import Mechanics, mechanics
+from ._projection import AbstractClosedFormProjection
 from ._results import RESULTS
 from ._saddle import AbstractSaddleSolver, SaddleSolution, SchurCholesky
 from ._stabilization import AbstractStabilization, NoStabilization
@@ -43,12 +45,46 @@ def solve_dynamics(
 def _solve_dynamics(system, stabilization, saddle_solver, t, q, qd, params):
     terms = mechanics(system, t, q, qd, params)
     rhs = -terms.gamma + stabilization.correction(terms.phi, terms.phi_dot)
-    sol = saddle_solver.solve_motion(
-        system, t, q, qd, params, terms.mass, terms.jac, terms.force, rhs
-    )
+    decoupled = _decoupled_rows(system, terms.jac.shape[0])
+    if decoupled is None:
+        sol = saddle_solver.solve_motion(
+            system, t, q, qd, params, terms.mass, terms.jac, terms.force, rhs
+        )
+        qdd, lam = sol.qdd, sol.lam
+    else:
+        solved, rows = decoupled
+        jac = terms.jac[solved]
+        sol = saddle_solver.solve_motion(
+            system, t, q, qd, params, terms.mass, jac, terms.force, rhs[solved]
+        )
+        # The rows' own part: M^-1 J_r^T is along J_r^T, and the other rows'
+        # accelerations are blind to it (J J_r^T = 0).
+        jac_r = terms.jac[rows]
+        norm2 = jnp.sum(jac_r**2, axis=1)
+        qdd = sol.qdd + jac_r.T @ ((rhs[rows] - jac_r @ sol.qdd) / norm2)
+        residual = terms.mass @ qdd - terms.force - jac.T @ sol.lam
+        order = np.argsort(np.concatenate([solved, rows]))  # static
+        lam = jnp.concatenate([sol.lam, jac_r @ residual / norm2])[order]
     finite = all_finite((terms.mass, terms.force, terms.jac, rhs))
     result = RESULTS.where(finite, sol.result, RESULTS.nonfinite_terms)
-    return terms, SaddleSolution(sol.qdd, sol.lam, result)
+    return terms, SaddleSolution(qdd, lam, result)
+
+
+def _decoupled_rows(system, m: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rows solved, rows added in closed form) of the m rows, where the
+    constraints name decoupled rows (`decoupled_rows`: a tree model's unit
+    quaternions); None: one saddle solve of all rows. Never with velocity
+    constraints, whose rows need not be orthogonal to them."""
+    constraints = system.constraints
+    if (
+        not isinstance(constraints, AbstractClosedFormProjection)
+        or system.velocity_constraints is not None
+    ):
+        return None
+    rows = np.asarray(constraints.decoupled_rows(), int)
+    if rows.size == 0:
+        return None
+    return np.setdiff1d(np.arange(m), rows), rows
 
 
 def accelerations(

@@ -39,6 +39,20 @@ class AbstractClosedFormProjection(eqx.Module):
         """The projected (q, qd), or None where there is no closed form (decided
         at trace time)."""
 
+    def decoupled_rows(self) -> tuple[int, ...]:
+        """Rows whose gradients are eigenvectors of the System's mass matrix at
+        every state and orthogonal to the other rows' gradients (and to each
+        other). The saddle solve leaves them out and adds their part in closed
+        form: with J_r those rows, the accelerations gain J_r^T kappa, the
+        multipliers (J_r J_r^T)^-1 J_r (M qdd - f - J^T lam) (tests check it
+        against the whole solve). Static; default none.
+
+        A tree model's unit quaternions are such rows: M e is parallel to e
+        (`TreeLagrangian`'s radial term), and the poses, hence the loop rows,
+        do not depend on |e|.
+        """
+        return ()
+
 
 class ManifoldProjector(eqx.Module):
     """Mass-weighted projection of (q, qd) onto phi = 0 and J qd + phi_t = 0.

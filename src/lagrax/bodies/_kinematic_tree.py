@@ -43,6 +43,13 @@ def matmul(a, b) -> Array:
     return sum(a[..., :, k : k + 1] * b[..., k : k + 1, :] for k in range(3))
 
 
+def one_hot(index, size: int, dtype) -> Array:
+    """The static 0/1 array (*index.shape, size) that places values at `index`
+    (einsum with it instead of `.at[index].set/add`: XLA on the CPU runs a
+    scatter as a loop over its elements, a contraction as one kernel)."""
+    return jnp.asarray(np.eye(size)[np.asarray(index, int)], dtype)
+
+
 def matvec(a, v) -> Array:
     """a @ v for small matrices (..., 3, 3), fused like `matmul`."""
     return sum(a[..., :, k] * v[..., k : k + 1] for k in range(3))
@@ -298,6 +305,10 @@ class KinematicTree(eqx.Module):
         )  # (k, 3, 4): H(e), with H(e) e = 0 and H(edot) edot = 0
         norm2 = jnp.sum(e * e, -1)[:, None]
         h_ed = jnp.sum(h * ed[:, None, :], -1)
-        g = g.at[rows[:, :, None], index[:, None, :]].set(2 * h / norm2[..., None])
+        at_rows = one_hot(rows, self.nv, q.dtype)  # (k, 3, nv)
+        at_index = one_hot(index, self.nq, q.dtype)  # (k, 4, nq)
+        g = g + jnp.einsum(
+            "kir,kij,kjc->rc", at_rows, 2 * h / norm2[..., None], at_index
+        )
         gain = -4 * jnp.sum(e * ed, -1)[:, None] / norm2**2
-        return g, rate_bias.at[rows].set(gain * h_ed)
+        return g, rate_bias + jnp.einsum("kir,ki->r", at_rows, gain * h_ed)

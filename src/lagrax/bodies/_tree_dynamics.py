@@ -38,7 +38,7 @@ from jaxtyping import Array
 from .._custom_types import Params
 from .._mechanics import AbstractLagrangian
 from ._body import Value, resolve
-from ._kinematic_tree import KinematicTree, matmul, matvec
+from ._kinematic_tree import KinematicTree, matmul, matvec, one_hot
 
 
 def _array_of(x, dtype, rows) -> Array:
@@ -182,9 +182,9 @@ class TreeLagrangian(AbstractLagrangian):
         after_pos = before_pos + matvec(before_rot, anchor) - matvec(after_rot, anchor)
         free = np.asarray([k == "free" for k in tree.kinds])
         if free.any():  # a free joint's frame origin is its position
-            adr = np.asarray(tree.qposadr, int)[free]
-            after_pos = after_pos.at[np.nonzero(free)[0]].set(
-                q[adr[:, None] + np.arange(3)]
+            adr = np.where(free, np.asarray(tree.qposadr, int), 0)
+            after_pos = jnp.where(
+                free[:, None], q[adr[:, None] + np.arange(3)], after_pos
             )
         world_axis = matvec(before_rot, axis)[joint]
         world_anchor = (before_pos + matvec(before_rot, anchor))[joint]
@@ -263,20 +263,24 @@ class TreeLagrangian(AbstractLagrangian):
         force = jnp.einsum("bin,bi->n", jac, load)
         if self.armature:  # in qvel, before the map to qd below
             dof, a = self._armature(params, dtype)
-            mass_matrix = mass_matrix.at[dof, dof].add(a)
+            diagonal = one_hot(dof, mass_matrix.shape[0], dtype).T @ a
+            mass_matrix = mass_matrix + jnp.diag(diagonal)
         if velocity_map is not None:  # qvel = G qd: d/dt qvel = G qdd + G' qd
             force = velocity_map.T @ (force - mass_matrix @ rate_bias)
             mass_matrix = velocity_map.T @ mass_matrix @ velocity_map
         if self.springs:
             index, k, rest = self._springs(params, dtype)
-            force = force.at[index].add(-k * (q[index] - rest))
+            force = force - one_hot(index, force.shape[0], dtype).T @ (
+                k * (q[index] - rest)
+            )
         if self.quaternions:
             e, ed, index = self._quaternion_rates(q, qd)
-            radial = jnp.asarray(self.radial, q.dtype)[:, None]
-            mass_matrix = mass_matrix.at[index[:, :, None], index[:, None, :]].add(
-                radial[:, :, None] * e[:, :, None] * e[:, None, :]
+            radial = jnp.asarray(self.radial, q.dtype)
+            placed = jnp.einsum("kjn,kj->kn", one_hot(index, q.shape[0], dtype), e)
+            mass_matrix = mass_matrix + jnp.einsum(
+                "k,kn,km->nm", radial, placed, placed
             )
-            force = force.at[index].add(-radial * jnp.sum(ed**2, -1)[:, None] * e)
+            force = force - placed.T @ (radial * jnp.sum(ed**2, -1))
         return mass_matrix, force
 
     def joint_reactions(self, t, q, qd, qdd, params: Params) -> tuple[Array, Array]:

@@ -24,6 +24,7 @@ from ._kinematic_tree import (
     QVEL_SIZE,
     SLIDE,
     KinematicTree,
+    one_hot,
 )
 from ._quaternions import qmul
 from ._tree_dynamics import TreeLagrangian
@@ -129,7 +130,16 @@ class _TreeConstraints(AbstractClosedFormProjection):
         e, ed = q[index], qd[index]
         norm2 = jnp.sum(e * e, -1, keepdims=True)
         radial = jnp.sum(e * ed, -1, keepdims=True) / norm2
-        return q.at[index].set(e / jnp.sqrt(norm2)), qd.at[index].set(ed - radial * e)
+        at = one_hot(index, q.shape[0], q.dtype)  # (k, 4, n)
+        moved = jnp.einsum("kjn,kj->n", at, e / jnp.sqrt(norm2) - e)
+        return q + moved, qd - jnp.einsum("kjn,kj->n", at, radial * e)
+
+    def decoupled_rows(self) -> tuple[int, ...]:
+        """The quaternions' norm rows (the last ones): `TreeLagrangian`'s M maps
+        e to a multiple of itself, and the poses (the loop rows) do not depend
+        on |e|."""
+        loops = 3 * (len(self.pins) + len(self.turns))
+        return tuple(range(loops, loops + len(self.quaternions)))
 
     def __call__(self, t, q, params: Params) -> Array:
         rows = []
