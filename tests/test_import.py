@@ -105,17 +105,16 @@ def _check_accelerations(model, m, d, seed, count):
     return states
 
 
-# Tree models (joint coordinates, the default) of every model; the absolute
-# coordinates (seven per body, every joint as rows) of the double pendulum, and
-# of the others with -m slow (each compiles for 10-25 s).
+# Tree models (joint coordinates, the default) of every model; their absolute
+# coordinates (seven per body, every joint as rows) with -m slow (each compiles
+# for 10-25 s; tests/test_tree.py compares the absolute double pendulum with its
+# tree model, and the tests below read absolute models too).
 CASES = (
     [(name, "joint") for name in sorted(SOURCES)]
     + [pytest.param(n, "joint", marks=pytest.mark.slow) for n in SLOW_SOURCES]
-    + [("double_pendulum", "absolute")]
     + [
         pytest.param(n, "absolute", marks=pytest.mark.slow)
         for n in sorted(SOURCES) + sorted(SLOW_SOURCES)
-        if n != "double_pendulum"
     ]
 )
 
