@@ -333,3 +333,13 @@ def test_quaternion_rows_solved_apart_equal_the_whole_saddle_solve():
     np.testing.assert_allclose(qdd, qdd_all, rtol=0, atol=1e-10 * np.abs(qdd_all).max())
     np.testing.assert_allclose(lam, lam_all, rtol=0, atol=1e-10 * np.abs(lam_all).max())
     assert np.abs(lam_all[-3:]).min() > 1e-3  # the push loads them
+    # A saddle solver that reads the rows from the system itself solves them all.
+    qdd_limit, lam_limit = lx.accelerations(
+        ours, 0.0, q, qd, model.params, stabilization, saddle_solver=lx.SingularLimit()
+    )
+    np.testing.assert_allclose(
+        qdd_limit, qdd_all, rtol=0, atol=1e-9 * np.abs(qdd_all).max()
+    )
+    np.testing.assert_allclose(
+        lam_limit, lam_all, rtol=0, atol=1e-9 * np.abs(lam_all).max()
+    )

@@ -45,7 +45,7 @@ def solve_dynamics(
 def _solve_dynamics(system, stabilization, saddle_solver, t, q, qd, params):
     terms = mechanics(system, t, q, qd, params)
     rhs = -terms.gamma + stabilization.correction(terms.phi, terms.phi_dot)
-    decoupled = _decoupled_rows(system, terms.jac.shape[0])
+    decoupled = _decoupled_rows(system, saddle_solver, terms.jac.shape[0])
     if decoupled is None:
         sol = saddle_solver.solve_motion(
             system, t, q, qd, params, terms.mass, terms.jac, terms.force, rhs
@@ -70,15 +70,20 @@ def _solve_dynamics(system, stabilization, saddle_solver, t, q, qd, params):
     return terms, SaddleSolution(qdd, lam, result)
 
 
-def _decoupled_rows(system, m: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _decoupled_rows(
+    system, saddle_solver, m: int
+) -> tuple[np.ndarray, np.ndarray] | None:
     """(rows solved, rows added in closed form) of the m rows, where the
     constraints name decoupled rows (`decoupled_rows`: a tree model's unit
     quaternions); None: one saddle solve of all rows. Never with velocity
-    constraints, whose rows need not be orthogonal to them."""
+    constraints, whose rows need not be orthogonal to them, nor with a saddle
+    solver that derives more of the rows from the system itself
+    (`SingularLimit`: its own solve_motion)."""
     constraints = system.constraints
     if (
         not isinstance(constraints, AbstractClosedFormProjection)
         or system.velocity_constraints is not None
+        or type(saddle_solver).solve_motion is not AbstractSaddleSolver.solve_motion
     ):
         return None
     rows = np.asarray(constraints.decoupled_rows(), int)

@@ -50,6 +50,14 @@ def one_hot(index, size: int, dtype) -> Array:
     return jnp.asarray(np.eye(size)[np.asarray(index, int)], dtype)
 
 
+def place(values, index, size: int) -> Array:
+    """The vector (size,) that holds `values` at the static `index` (same
+    shape) and zeros elsewhere: `zeros(size).at[index].add(values)` as one
+    contraction (`one_hot`)."""
+    at = one_hot(index, size, values.dtype)
+    return jnp.tensordot(values, at, axes=values.ndim)
+
+
 def matvec(a, v) -> Array:
     """a @ v for small matrices (..., 3, 3), fused like `matmul`."""
     return sum(a[..., :, k] * v[..., k : k + 1] for k in range(3))
@@ -311,4 +319,4 @@ class KinematicTree(eqx.Module):
             "kir,kij,kjc->rc", at_rows, 2 * h / norm2[..., None], at_index
         )
         gain = -4 * jnp.sum(e * ed, -1)[:, None] / norm2**2
-        return g, rate_bias + jnp.einsum("kir,ki->r", at_rows, gain * h_ed)
+        return g, rate_bias + place(gain * h_ed, rows, self.nv)

@@ -38,7 +38,7 @@ from jaxtyping import Array
 from .._custom_types import Params
 from .._mechanics import AbstractLagrangian
 from ._body import Value, resolve
-from ._kinematic_tree import KinematicTree, matmul, matvec, one_hot
+from ._kinematic_tree import KinematicTree, matmul, matvec, one_hot, place
 
 
 def _array_of(x, dtype, rows) -> Array:
@@ -263,16 +263,13 @@ class TreeLagrangian(AbstractLagrangian):
         force = jnp.einsum("bin,bi->n", jac, load)
         if self.armature:  # in qvel, before the map to qd below
             dof, a = self._armature(params, dtype)
-            diagonal = one_hot(dof, mass_matrix.shape[0], dtype).T @ a
-            mass_matrix = mass_matrix + jnp.diag(diagonal)
+            mass_matrix = mass_matrix + jnp.diag(place(a, dof, mass_matrix.shape[0]))
         if velocity_map is not None:  # qvel = G qd: d/dt qvel = G qdd + G' qd
             force = velocity_map.T @ (force - mass_matrix @ rate_bias)
             mass_matrix = velocity_map.T @ mass_matrix @ velocity_map
         if self.springs:
             index, k, rest = self._springs(params, dtype)
-            force = force - one_hot(index, force.shape[0], dtype).T @ (
-                k * (q[index] - rest)
-            )
+            force = force - place(k * (q[index] - rest), index, force.shape[0])
         if self.quaternions:
             e, ed, index = self._quaternion_rates(q, qd)
             radial = jnp.asarray(self.radial, q.dtype)
@@ -280,7 +277,9 @@ class TreeLagrangian(AbstractLagrangian):
             mass_matrix = mass_matrix + jnp.einsum(
                 "k,kn,km->nm", radial, placed, placed
             )
-            force = force - placed.T @ (radial * jnp.sum(ed**2, -1))
+            force = force - place(
+                (radial * jnp.sum(ed**2, -1))[:, None] * e, index, q.shape[0]
+            )
         return mass_matrix, force
 
     def joint_reactions(self, t, q, qd, qdd, params: Params) -> tuple[Array, Array]:

@@ -24,7 +24,7 @@ from ._kinematic_tree import (
     QVEL_SIZE,
     SLIDE,
     KinematicTree,
-    one_hot,
+    place,
 )
 from ._quaternions import qmul
 from ._tree_dynamics import TreeLagrangian
@@ -130,9 +130,11 @@ class _TreeConstraints(AbstractClosedFormProjection):
         e, ed = q[index], qd[index]
         norm2 = jnp.sum(e * e, -1, keepdims=True)
         radial = jnp.sum(e * ed, -1, keepdims=True) / norm2
-        at = one_hot(index, q.shape[0], q.dtype)  # (k, 4, n)
-        moved = jnp.einsum("kjn,kj->n", at, e / jnp.sqrt(norm2) - e)
-        return q + moved, qd - jnp.einsum("kjn,kj->n", at, radial * e)
+        n = q.shape[0]
+        return (
+            q + place(e / jnp.sqrt(norm2) - e, index, n),
+            qd - place(radial * e, index, n),
+        )
 
     def decoupled_rows(self) -> tuple[int, ...]:
         """The quaternions' norm rows (the last ones): `TreeLagrangian`'s M maps
