@@ -277,9 +277,7 @@ class TreeLagrangian(AbstractLagrangian):
             mass_matrix = mass_matrix + jnp.einsum(
                 "k,kn,km->nm", radial, placed, placed
             )
-            force = force - place(
-                (radial * jnp.sum(ed**2, -1))[:, None] * e, index, q.shape[0]
-            )
+            force = force - (radial * jnp.sum(ed**2, -1)) @ placed
         return mass_matrix, force
 
     def joint_reactions(self, t, q, qd, qdd, params: Params) -> tuple[Array, Array]:
