@@ -3,12 +3,16 @@
 from collections.abc import Sequence
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 
+from .._mechanics import AbstractLagrangian
 from .._system import System
 from ._batching import Batched
 from ._body import AbstractBody, SpatialBody, Value
 from ._joints import AbstractJoint
+from ._kinematic_tree import one_hot
 from ._loads import AbstractLoad
 
 
@@ -37,7 +41,12 @@ def _check_layout(bodies: Sequence[AbstractBody]) -> int:
     return end
 
 
-class _Lagrangian(eqx.Module):
+class _Lagrangian(AbstractLagrangian):
+    """The bodies' T - V, minus the loads' potentials. M is block diagonal:
+    each body's block comes from its own energy on its own coordinates (one
+    vmapped Hessian per kind of body), not from a Hessian of the whole sum over
+    all n coordinates, which would cost n passes over every body."""
+
     bodies: Batched
     # None, not (), when there are none: equinox's tree_at (which diffrax's
     # BacksolveAdjoint applies to the solver state, holding the terms) fails on
@@ -46,21 +55,80 @@ class _Lagrangian(eqx.Module):
     gravity: Value
     n: int = eqx.field(static=True)
 
-    def __call__(self, t, q, qd, params):
+    def _check(self, q):
         if q.shape != (self.n,):
             raise ValueError(
                 f"assemble: the bodies own {self.n} coordinates, but q has shape "
                 f"{q.shape}."
             )
 
+    def _energy(self, params):
         def energy(body, q_, qd_):
             lagrangian = body.kinetic_energy(q_, qd_, params)
             if self.gravity is not None:
                 lagrangian -= body.potential_energy(q_, params, self.gravity)
             return lagrangian
 
-        potential = sum(load.potential(t, q, params) for load in self.loads or ())
-        return self.bodies.total(energy, q, qd) - potential
+        return energy
+
+    def _potential(self, t, q, params):
+        return sum(load.potential(t, q, params) for load in self.loads or ())
+
+    def __call__(self, t, q, qd, params):
+        self._check(q)
+        potential = self._potential(t, q, params)
+        return self.bodies.total(self._energy(params), q, qd) - potential
+
+    def terms(self, t, q, qd, params):
+        self._check(q)
+        energy = self._energy(params)
+
+        def body_terms(body, q_, qd_):
+            # A body's energy does not depend on time: f = dL/dq - (dp/dq) qd.
+            momentum = jax.grad(lambda a, b: energy(body, a, b), argnums=1)
+            mass = jax.jacfwd(momentum, argnums=1)(q_, qd_)
+            _, mixed = jax.jvp(lambda a: momentum(a, qd_), (q_,), (qd_,))
+            return mass, jax.grad(energy, argnums=1)(body, q_, qd_) - mixed
+
+        mass = jnp.zeros((self.n, self.n), q.dtype)
+        force = jnp.zeros(self.n, q.dtype)
+        for indices, (blocks, forces) in self.bodies.blocks(body_terms, q, qd):
+            mass = mass + _block_diagonal(blocks, indices, self.n)
+            force = force + _spread(forces, indices, self.n)
+        if self.loads:
+            force = force - jax.grad(self._potential, argnums=1)(t, q, params)
+        return mass, force
+
+
+def _contiguous(indices: np.ndarray) -> bool:
+    flat = indices.reshape(-1)
+    return bool(np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)))
+
+
+def _block_diagonal(blocks, indices: np.ndarray, n: int):
+    """The (n, n) matrix with blocks (k, L, L) on the rows and columns
+    `indices` (k, L): padded where the members' coordinates follow each other,
+    placed by one-hot products otherwise (no scatter, see `one_hot`)."""
+    k, size = indices.shape
+    eye = jnp.eye(k, dtype=blocks.dtype)
+    diagonal = (blocks[:, :, None, :] * eye[:, None, :, None]).reshape(
+        k * size, k * size
+    )
+    if _contiguous(indices):
+        start = int(indices[0, 0])
+        after = n - start - k * size
+        return jnp.pad(diagonal, ((start, after), (start, after)))
+    at = one_hot(indices.reshape(-1), n, blocks.dtype)
+    return at.T @ diagonal @ at
+
+
+def _spread(values, indices: np.ndarray, n: int):
+    """The vector (n,) with values (k, L) at `indices` (k, L)."""
+    flat = values.reshape(-1)
+    if _contiguous(indices):
+        start = int(indices[0, 0])
+        return jnp.pad(flat, (start, n - start - flat.size))
+    return flat @ one_hot(indices.reshape(-1), n, values.dtype)
 
 
 class _Constraints(eqx.Module):

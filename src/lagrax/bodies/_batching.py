@@ -119,6 +119,22 @@ class Batched(eqx.Module):
         """The sum of the scalars fn(part, *local arrays) over every part."""
         return sum(jnp.sum(out) for out in self._evaluate(fn, arrays))
 
+    def blocks(self, fn, *arrays):
+        """(indices (k, L), fn(part, *local arrays) stacked over the k members,
+        any pytree) for every group: what each part gives on the coordinates it
+        reads."""
+        out = []
+        for template, indices in zip(self.templates, self.indices, strict=True):
+            local = [_gather(a, np.asarray(indices)) for a in arrays]
+            if len(indices) == 1:
+                value = jax.tree.map(
+                    lambda x: x[None], fn(template, *[x[0] for x in local])
+                )
+            else:
+                value = jax.vmap(lambda *xs, t_=template: fn(t_, *xs))(*local)
+            out.append((np.asarray(indices), value))
+        return out
+
 
 def _gather(a, idx: np.ndarray):
     """a[idx] for an (k, L) index array. Where the rows are one pattern shifted

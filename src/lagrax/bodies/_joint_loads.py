@@ -7,6 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._mechanics import AbstractLagrangian, lagrangian_terms
 from ._body import resolve
 from ._joint_space import JointSpace
 from ._loads import AbstractForce
@@ -29,11 +30,13 @@ class _DofDamping(AbstractForce):
         return -pullback(d * rate)[0]
 
 
-class _JointEnergies(eqx.Module):
+class _JointEnergies(AbstractLagrangian):
     """The Lagrangian plus MuJoCo's joint-space energies: armature (rotor
     inertia), sum_k a_k qvel_k^2 / 2 with qvel = W(q) qd, exactly MuJoCo's a_k
     on the diagonal of its joint-space mass matrix; and joint springs, minus
-    sum_j k_j (qpos_j - qpos_spring_j)^2 / 2 for hinges and slides."""
+    sum_j k_j (qpos_j - qpos_spring_j)^2 / 2 for hinges and slides. M and f are
+    the bodies' (block diagonal, from `assemble`) plus those of the joint
+    energies alone, differentiated on their own."""
 
     lagrangian: Any
     joint_space: JointSpace
@@ -41,7 +44,10 @@ class _JointEnergies(eqx.Module):
     springs: tuple[tuple[int, Any, float], ...]  # (joint index, k key, rest)
 
     def __call__(self, t, q, qd, params):
-        out = self.lagrangian(t, q, qd, params)
+        return self.lagrangian(t, q, qd, params) + self._joints(t, q, qd, params)
+
+    def _joints(self, t, q, qd, params):
+        out = jnp.zeros((), q.dtype)
         if any(not isinstance(c, float) for c in self.armature):
             qvel = self.joint_space.joint_velocities(q, qd)
             a = jnp.stack([resolve(c, params, q.dtype) for c in self.armature])
@@ -53,6 +59,11 @@ class _JointEnergies(eqx.Module):
                 k = resolve(key, params, q.dtype)
                 out = out - 0.5 * k * (value[0] - rest) ** 2
         return out
+
+    def terms(self, t, q, qd, params):
+        mass, force = lagrangian_terms(self.lagrangian, t, q, qd, params)
+        mass_j, force_j = lagrangian_terms(self._joints, t, q, qd, params)
+        return mass + mass_j, force + force_j
 
 
 def _per_dof(nv: int, pairs) -> tuple[Any, ...]:
