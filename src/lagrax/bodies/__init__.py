@@ -55,6 +55,11 @@ from ._multipliers import (
     joint_forces as joint_forces,
     multiplier_units as multiplier_units,
 )
+from ._tree_assemble import (
+    TreeAssembly as TreeAssembly,
+    TreeMap as TreeMap,
+    assemble_tree as assemble_tree,
+)
 from ._tree_dynamics import (
     TreeLagrangian as TreeLagrangian,
     joint_reactions as joint_reactions,
