@@ -138,6 +138,10 @@ BENCHMARKS = {
         ["--quick", "--skip-mjx", "--repeats", "1"],
         r"hopper \| per step.*us \|",
     ),
+    "tree_assemble.py": (
+        ["--cases", "four_bar", "--steps", "20"],
+        r"\| four_bar \| 9 / 8 \| 3 / 2 \|",
+    ),
     "gpu_batch.py": (
         ["--cpu", "--system", "pendulum", "--sizes", "8", "16", "--max-chunk", "8"],
         r"saturates|still grows",

@@ -25,6 +25,7 @@ from jaxtyping import Array
 
 from .._custom_types import Params
 from .._mechanics import AbstractLagrangian, lagrangian_terms
+from .._projection import AbstractClosedFormProjection
 from .._system import System
 from ._assemble import _check_layout, _Forces, _Lagrangian
 from ._batching import Batched
@@ -35,7 +36,6 @@ from ._body import (
     SpatialBody,
     Value,
     _local,
-    quaternion_rotation,
     resolve,
     rotate_2d,
 )
@@ -101,6 +101,16 @@ def _between(from_axis, to_axis) -> Array:
     return e / jnp.linalg.norm(e)
 
 
+def _rotate(e, v) -> Array:
+    """v turned by the unit quaternion e = (w, u): v + 2 w u x v + 2 u x (u x v),
+    element-wise (a 3 x 3 matrix product would be a kernel of its own, and
+    many of them, transposed and batched over tangents, cost more than the
+    arithmetic)."""
+    w, u = e[0], e[1:]
+    t = 2 * jnp.cross(u, v)
+    return v + w * t + jnp.cross(u, t)
+
+
 def _unit(value: Value, params, dtype, what: str) -> Array:
     axis = resolve(value, params, dtype)
     if axis.shape != (3,) and axis.shape != (2,):
@@ -155,7 +165,7 @@ def _relative(joint, dim: int, v, params, dtype):
             c = _matrix_quaternion(resolve(joint.orientation, params, dtype))
         if kind is SpatialPrismatic:
             slide = v[0] * _unit(joint.axis, params, dtype, "a slider's axis")
-    return c, point_a + slide - quaternion_rotation(c) @ point_b
+    return c, point_a + slide - _rotate(c, point_b)
 
 
 def _values(joint, dim: int, frame_a, frame_b, params, dtype) -> Array:
@@ -181,12 +191,9 @@ def _values(joint, dim: int, frame_a, frame_b, params, dtype) -> Array:
         axis_b = _unit(joint.axis_b, params, dtype, "a hinge's axis_b")
         turn = qmul(relative, qconj(_between(axis_b, axis_a)))
         return jnp.atleast_1d(2 * jnp.arctan2(jnp.sum(turn[1:] * axis_a), turn[0]))
-    gap = (
-        r_b + quaternion_rotation(turn_b) @ point_b
-        - r_a - quaternion_rotation(turn_a) @ point_a
-    )  # fmt: skip
+    gap = r_b + _rotate(turn_b, point_b) - r_a - _rotate(turn_a, point_a)
     axis = _unit(joint.axis, params, dtype, "a slider's axis")
-    return jnp.atleast_1d(jnp.sum((quaternion_rotation(turn_a).T @ gap) * axis))
+    return jnp.atleast_1d(jnp.sum(_rotate(qconj(turn_a), gap) * axis))
 
 
 class _Edge(eqx.Module):
@@ -249,11 +256,11 @@ class TreeMap(eqx.Module):
                 if not edge.reversed:
                     child = (
                         qmul(turn_p, turn),
-                        r_p + quaternion_rotation(turn_p) @ shift,
+                        r_p + _rotate(turn_p, shift),
                     )
                 else:
                     turn_c = qmul(turn_p, qconj(turn))
-                    child = (turn_c, r_p - quaternion_rotation(turn_c) @ shift)
+                    child = (turn_c, r_p - _rotate(turn_c, shift))
             poses[edge.child] = child
         return poses
 
@@ -336,11 +343,18 @@ class _TreeLagrangian(AbstractLagrangian):
         return mass, force
 
 
-class _TreeConstraints(eqx.Module):
-    """The loop-closing joints at x = A(q), then |e|^2 - 1 per quaternion of q."""
+class _TreeConstraints(AbstractClosedFormProjection):
+    """The loop-closing joints at x = A(q), then |e|^2 - 1 per quaternion of q.
+
+    A normalises each quaternion of q, so nothing depends on its length: its
+    radial direction is an eigenvector of M (the radial term alone) and
+    orthogonal to the loop rows' gradients. The quaternion rows are solved
+    apart (`decoupled_rows`), and without loops the mass-weighted projection
+    is each quaternion normalised, its rate's radial part removed."""
 
     joints: Batched | None
     map: TreeMap
+    loop_rows: int = eqx.field(static=True)  # -1: not known (unlabelled joints)
 
     def __call__(self, t, q, params):
         rows = []
@@ -352,6 +366,21 @@ class _TreeConstraints(eqx.Module):
         for start in self.map.quaternions:
             rows.append(jnp.atleast_1d(jnp.sum(q[start : start + 4] ** 2) - 1))
         return jnp.concatenate(rows)
+
+    def project(self, t, q, qd, params: Params):
+        if self.joints is not None:
+            return None
+        for start in self.map.quaternions:
+            e, ed = q[start : start + 4], qd[start : start + 4]
+            norm2 = jnp.sum(e * e)
+            q = q.at[start : start + 4].set(e / jnp.sqrt(norm2))
+            qd = qd.at[start : start + 4].add(-jnp.sum(e * ed) / norm2 * e)
+        return q, qd
+
+    def decoupled_rows(self) -> tuple[int, ...]:
+        if self.loop_rows < 0:
+            return ()
+        return tuple(range(self.loop_rows, self.loop_rows + len(self.map.quaternions)))
 
 
 class _PulledForces(eqx.Module):
@@ -533,9 +562,13 @@ def assemble_tree(
     absolute = _Lagrangian(Batched.of(bodies, n_x), loads or None, gravity, n_x)
     loops = [j for j in range(len(joints)) if not in_tree[j]]
     rows = bool(loops) or bool(quaternions)
+    labelled = all(hasattr(joints[j], "labels") for j in loops)
+    loop_rows = sum(len(joints[j].labels) for j in loops) if labelled else -1
     constraints = (
         _TreeConstraints(
-            Batched.of([joints[j] for j in loops], n_x) if loops else None, tree
+            Batched.of([joints[j] for j in loops], n_x) if loops else None,
+            tree,
+            loop_rows,
         )
         if rows
         else None
