@@ -309,11 +309,14 @@ class _TreeLagrangian(AbstractLagrangian):
 
     bodies: _Lagrangian
     map: TreeMap
-    radial: tuple[Value, ...]  # per quaternion: the inertia of the body it turns
+    # Per quaternion: the inertia of the body it turns. None, not (), when there
+    # are none (equinox's tree_at, which BacksolveAdjoint uses, fails on an
+    # empty tuple in the subtree it replaces; see `_Lagrangian.loads`).
+    radial: tuple[Value, ...] | None
 
     def _radial(self, t, q, qd, params):
         out = jnp.zeros((), q.dtype)
-        for start, inertia in zip(self.map.quaternions, self.radial, strict=True):
+        for start, inertia in zip(self.map.quaternions, self.radial or (), strict=True):
             e, ed = q[start : start + 4], qd[start : start + 4]
             moments = resolve(inertia, params, q.dtype)
             c = 4 * (jnp.trace(moments) if moments.ndim == 2 else jnp.sum(moments)) / 3
@@ -580,7 +583,10 @@ def assemble_tree(
         else None
     )
     system = System(
-        _TreeLagrangian(absolute, tree, tuple(radial)), constraints, forces, velocity
+        _TreeLagrangian(absolute, tree, tuple(radial) or None),
+        constraints,
+        forces,
+        velocity,
     )
     return TreeAssembly(
         system,
