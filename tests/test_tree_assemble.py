@@ -216,3 +216,107 @@ def test_assembled_mass_matrix_is_block_diagonal_and_equals_autodiff(name):
     np.testing.assert_allclose(
         force, force_ad, atol=1e-12 * (1 + np.abs(force_ad).max())
     )
+
+
+def _chain_of(kind, flip_first, flip_second):
+    """Ground -> A -> B by two joints of one kind, each given parent first or
+    child first, with random points, axes and fixed turns."""
+    rng = np.random.default_rng(7)
+
+    def vec(n):
+        return tuple(float(v) for v in rng.normal(size=n))
+
+    if kind in ("revolute", "prismatic", "fixed"):
+        a, b, ground = lb.PlanarBody(0, 1.0, 0.1), lb.PlanarBody(3, 1.0, 0.2), lb.GROUND
+
+        def joint(p, c):
+            if kind == "revolute":
+                return lb.Revolute(p, vec(2), c, vec(2))
+            if kind == "prismatic":
+                return lb.Prismatic(p, c, vec(2), vec(2), vec(2), angle=0.7)
+            return lb.Fixed(p, vec(2), c, vec(2), angle=0.4)
+
+    else:
+        a = lb.SpatialBody(0, 1.0, (0.1, 0.2, 0.3))
+        b = lb.SpatialBody(7, 1.0, (0.2, 0.1, 0.3))
+        ground = lb.GROUND_3D
+        turn = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+        turn = turn * np.sign(np.linalg.det(turn))  # a rotation
+
+        def joint(p, c):
+            if kind == "ball":
+                return lb.Spherical(p, vec(3), c, vec(3))
+            if kind == "hinge":
+                return lb.Hinge(p, vec(3), c, vec(3), vec(3), vec(3))
+            if kind == "slider":
+                return lb.SpatialPrismatic(p, c, vec(3), vec(3), vec(3), turn)
+            return lb.Weld(p, vec(3), c, vec(3), turn)
+
+    first = joint(a, ground) if flip_first else joint(ground, a)
+    second = joint(b, a) if flip_second else joint(a, b)
+    return (a, b), (first, second)
+
+
+@pytest.mark.parametrize(
+    "kind", ["revolute", "prismatic", "fixed", "ball", "hinge", "slider", "weld"]
+)
+def test_every_tree_joint_holds_exactly_either_way_round(kind):
+    """The map puts the bodies where each joint's own rows (lb.assemble's)
+    vanish, for a joint named parent first or child first, and `from_bodies`
+    gives back the joint values."""
+    for flips in ((False, True), (True, False)):
+        bodies, joints = _chain_of(kind, *flips)
+        tree = lb.assemble_tree(bodies, joints)
+        assert tree.loop_joints == ()
+        q, qd = _random_joint_state(tree, np.random.default_rng(1))
+        x, xd = eqx.filter_jit(tree.to_bodies)(q, qd, {})
+        rows = jnp.concatenate([jnp.atleast_1d(j(0.0, x, {})) for j in joints])
+        np.testing.assert_allclose(rows, 0.0, atol=1e-13)
+        if tree.map.n:
+            q_back, qd_back = eqx.filter_jit(tree.from_bodies)(x, xd, {})
+            x_back = tree.map(q_back, {})
+            np.testing.assert_allclose(x_back, x, atol=1e-13)
+
+
+def test_from_bodies_refuses_bodies_the_tree_cannot_give():
+    """A hinge's rows hold with its axes opposite, half a turn from where the
+    tree measures its angle: refused by name, not mapped elsewhere."""
+    body = lb.SpatialBody(0, 1.0, (0.1, 0.2, 0.3))
+    z = (0.0, 0.0, 1.0)
+    hinge = lb.Hinge(lb.GROUND_3D, (0.0, 0.0, 0.0), body, (0.0, 0.0, 0.5), z, z)
+    tree = lb.assemble_tree([body], [hinge])
+    x = jnp.array([0.0, 0.0, 0.5, 0.0, 1.0, 0.0, 0.0])  # turned about x
+    np.testing.assert_allclose(hinge(0.0, x, {}), 0.0, atol=1e-15)
+    with pytest.raises(Exception, match="from_bodies: the tree's joints do not"):
+        tree.from_bodies(x, jnp.zeros(7), {})
+
+
+def test_ball_turning_a_point_mass_keeps_mass_matrix_positive_definite():
+    point = lb.SpatialBody(0, 1.0, (0.0, 0.0, 0.0))
+    weight = lb.SpatialBody(7, 1.0, (0.1, 0.2, 0.3))
+    joints = [
+        lb.Spherical(lb.GROUND_3D, None, point, (0.0, 0.0, 0.5)),
+        lb.Weld(point, None, weight, (0.0, 0.0, 0.2)),
+    ]
+    tree = lb.assemble_tree([point, weight], joints, gravity=(0.0, 0.0, -9.81))
+    q = jnp.array([1.0, 0.1, 0.0, 0.0]) / jnp.sqrt(1.01)
+    qd = jnp.array([0.0, 0.0, 0.3, 0.0])
+    mass, _ = eqx.filter_jit(lagrangian_terms)(tree.system.lagrangian, 0.0, q, qd, {})
+    assert np.linalg.eigvalsh(mass).min() > 1e-3
+
+
+class _Unlabelled(eqx.Module):
+    """A hand-written loop joint without row names: two rows."""
+
+    body: lb.PlanarBody
+
+    def __call__(self, t, q, params):
+        return self.body.position(q, params) - jnp.array([0.5, 0.0])
+
+
+def test_hand_written_loop_joint_works_and_its_rows_need_names():
+    bodies, joints = _chain_of("revolute", False, False)
+    tree = lb.assemble_tree(bodies, (*joints, _Unlabelled(bodies[1])))
+    assert tree.loop_joints == (2,) and len(tree.coordinates) == 2
+    with pytest.raises(TypeError, match="joint 2 .*has no `labels`"):
+        _ = tree.constraint_labels

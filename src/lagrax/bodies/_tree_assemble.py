@@ -92,7 +92,9 @@ def _between(from_axis, to_axis) -> Array:
     v = jnp.cross(from_axis, to_axis)
     helper = jnp.eye(3, dtype=from_axis.dtype)[jnp.argmin(jnp.abs(from_axis))]
     across = jnp.cross(from_axis, helper)
-    opposite = w < 1e-12
+    # Exactly (to round-off) opposite: no least rotation; half a turn about a
+    # perpendicular. Nearly opposite axes keep the formula, which stays exact.
+    opposite = (w < 1e-12) & (jnp.sum(v * v) < 1e-24)
     e = jnp.where(
         opposite,
         jnp.concatenate([jnp.zeros(1, w.dtype), across]),
@@ -111,10 +113,12 @@ def _rotate(e, v) -> Array:
     return v + w * t + jnp.cross(u, t)
 
 
-def _unit(value: Value, params, dtype, what: str) -> Array:
+def _unit(value: Value, params, dtype, what: str, dim: int = 3) -> Array:
     axis = resolve(value, params, dtype)
-    if axis.shape != (3,) and axis.shape != (2,):
-        raise ValueError(f"assemble_tree: {what} must be a vector, got {axis.shape}.")
+    if axis.shape != (dim,):
+        raise ValueError(
+            f"assemble_tree: {what} must have shape ({dim},), got {axis.shape}."
+        )
     return axis / jnp.linalg.norm(axis)
 
 
@@ -148,7 +152,8 @@ def _relative(joint, dim: int, v, params, dtype):
             phi = resolve(joint.angle, params, dtype)
             slide = jnp.zeros(2, dtype)
             if kind is Prismatic:
-                slide = v[0] * _unit(joint.axis, params, dtype, "a slider's axis")
+                axis = _unit(joint.axis, params, dtype, "a slider's axis", 2)
+                slide = v[0] * axis
         return phi, point_a + slide - rotate_2d(phi, point_b)
     slide = jnp.zeros(3, dtype)
     if kind is Revolute:
@@ -181,7 +186,7 @@ def _values(joint, dim: int, frame_a, frame_b, params, dtype) -> Array:
         if kind is Revolute:
             return jnp.atleast_1d(turn_b - turn_a)
         gap = r_b + rotate_2d(turn_b, point_b) - r_a - rotate_2d(turn_a, point_a)
-        axis = _unit(joint.axis, params, dtype, "a slider's axis")
+        axis = _unit(joint.axis, params, dtype, "a slider's axis", 2)
         return jnp.atleast_1d(jnp.sum(rotate_2d(-turn_a, gap) * axis))
     relative = qmul(qconj(turn_a), turn_b)
     if kind is Revolute:
@@ -305,23 +310,22 @@ class _TreeLagrangian(AbstractLagrangian):
     """The bodies' Lagrangian at x = A(q), xd = J qd, plus a radial kinetic
     term c (e . edot)^2 / 2 per unit quaternion of q (A normalises it, so
     nothing moves along e: the term keeps M positive definite and changes
-    neither the motion nor the energy on |e| = 1)."""
+    neither the motion nor the energy on |e| = 1). c = 4/3 of the bodies' mean
+    trace of inertia: the scale of M's other eigenvalues there, and positive
+    where the body a ball turns is a point mass."""
 
     bodies: _Lagrangian
     map: TreeMap
-    # Per quaternion: the inertia of the body it turns. None, not (), when there
-    # are none (equinox's tree_at, which BacksolveAdjoint uses, fails on an
-    # empty tuple in the subtree it replaces; see `_Lagrangian.loads`).
-    radial: tuple[Value, ...] | None
 
     def _radial(self, t, q, qd, params):
-        out = jnp.zeros((), q.dtype)
-        for start, inertia in zip(self.map.quaternions, self.radial or (), strict=True):
-            e, ed = q[start : start + 4], qd[start : start + 4]
-            moments = resolve(inertia, params, q.dtype)
-            c = 4 * (jnp.trace(moments) if moments.ndim == 2 else jnp.sum(moments)) / 3
-            out = out + 0.5 * c * jnp.sum(e * ed) ** 2
-        return out
+        if not self.map.quaternions:
+            return jnp.zeros((), q.dtype)
+        traces = [
+            jnp.trace(body.inertia_matrix(params, q.dtype)) for body in self.map.bodies
+        ]
+        c = 4 * sum(traces) / (3 * len(traces))
+        index = np.asarray(self.map.quaternions)[:, None] + np.arange(4)
+        return 0.5 * c * jnp.sum(jnp.sum(q[index] * qd[index], -1) ** 2)
 
     def __call__(self, t, q, qd, params):
         x, xd = jax.jvp(lambda q_: self.map(q_, params), (q,), (qd,))
@@ -363,9 +367,14 @@ class _TreeConstraints(AbstractClosedFormProjection):
         rows = []
         if self.joints is not None:
             x = self.map(q, params)
-            rows.append(
-                self.joints.rows(lambda j, x_: jnp.atleast_1d(j(t, x_, params)), x)
-            )
+            loops = self.joints.rows(lambda j, x_: jnp.atleast_1d(j(t, x_, params)), x)
+            if self.loop_rows >= 0 and loops.shape[0] != self.loop_rows:
+                raise ValueError(
+                    f"assemble_tree: the loop-closing joints give {loops.shape[0]} "
+                    f"rows but name {self.loop_rows} in their `labels`; give each "
+                    "joint one label per row."
+                )
+            rows.append(loops)
         for start in self.map.quaternions:
             rows.append(jnp.atleast_1d(jnp.sum(q[start : start + 4] ** 2) - 1))
         return jnp.concatenate(rows)
@@ -427,8 +436,19 @@ class TreeAssembly(eqx.Module):
     system: System
     map: TreeMap
     coordinates: tuple[str, ...] = eqx.field(static=True)
-    constraint_labels: tuple[str, ...] = eqx.field(static=True)
+    # The rows' names, or the part whose rows have none (a string).
+    labels: tuple[str, ...] | str = eqx.field(static=True)
     loop_joints: tuple[int, ...] = eqx.field(static=True)
+
+    @property
+    def constraint_labels(self) -> tuple[str, ...]:
+        """A name per constraint row, in the rows' order."""
+        if isinstance(self.labels, str):
+            raise TypeError(
+                f"TreeAssembly.constraint_labels: {self.labels} has no `labels`; "
+                "name the rows of a hand-written joint yourself."
+            )
+        return self.labels
 
     def to_bodies(self, q, qd, params: Params) -> tuple[Array, Array]:
         """The bodies' absolute (x, xd) at joint coordinates (q, qd): what
@@ -441,6 +461,16 @@ class TreeAssembly(eqx.Module):
         that a quaternion's rate has no part along it)."""
         x, xd = jnp.asarray(x), jnp.asarray(xd)
         q = self.map.inverse(x, params)
+        gap = jnp.max(jnp.abs(self.map(q, params) - x))
+        q = eqx.error_if(
+            q,
+            gap > 1e-6 * (1 + jnp.max(jnp.abs(x))),
+            "from_bodies: the tree's joints do not give these bodies' poses: a "
+            "tree joint does not hold at x, or a Hinge, Weld or SpatialPrismatic "
+            "holds its bodies half a turn from the orientation its axes give "
+            "(the tree measures from there). Make the joints hold first "
+            "(lx.consistent_state of lb.assemble's System of the same parts).",
+        )
         jac = jax.jacfwd(lambda q_: self.map(q_, params))(q)
         qd = jnp.linalg.lstsq(jac, xd)[0]
         return q, qd
@@ -449,8 +479,16 @@ class TreeAssembly(eqx.Module):
 _TREE_JOINTS = (Revolute, Prismatic, Fixed, Hinge, SpatialPrismatic, Weld)
 
 
-def _frame_key(frame, positions):
+def _frame_key(frame, positions, dim: int, joint):
     if isinstance(frame, Ground):
+        if frame.dim != dim:
+            raise TypeError(
+                f"assemble_tree: {type(joint).__name__} "
+                f"({getattr(joint, 'name', '')!r}) connects the "
+                f"{'planar GROUND' if frame.dim == 2 else 'GROUND_3D'} to "
+                f"{'spatial' if dim == 3 else 'planar'} bodies; use "
+                f"{'lb.GROUND_3D' if dim == 3 else 'lb.GROUND'}."
+            )
         return -1
     if isinstance(frame, AbstractBody):
         return positions.get((type(frame), frame.index))
@@ -499,6 +537,12 @@ def assemble_tree(
                 "assemble_tree: bodies must be PlanarBody or SpatialBody objects, "
                 f"got {type(body).__name__}."
             )
+    for load in loads:
+        if not isinstance(load, AbstractLoad):
+            raise TypeError(
+                f"assemble_tree: loads must be Spring, Damper, Actuator, PointForce "
+                f"or BodyTorque objects, got {type(load).__name__}."
+            )
     planar = (Revolute, Prismatic, Fixed)
     spatial = (Revolute, Hinge, SpatialPrismatic, Weld)
     for joint in joints:
@@ -523,8 +567,8 @@ def assemble_tree(
             for j, joint in enumerate(joints):
                 if in_tree[j] or type(joint) not in _TREE_JOINTS:
                     continue
-                a = _frame_key(joint.a, positions)
-                b = _frame_key(joint.b, positions)
+                a = _frame_key(joint.a, positions, dim, joint)
+                b = _frame_key(joint.b, positions, dim, joint)
                 if a is None or b is None:
                     continue
                 if a == frame and b >= 0 and not reached[b]:
@@ -542,24 +586,19 @@ def assemble_tree(
 
     visit([-1])
     quaternions = []
-    radial = []
     for k, body in enumerate(bodies):
         if reached[k]:
             continue
         edges.append(_Edge(None, -1, -1, k, False, start, body.size))
         if dim == 3:
             quaternions.append(start + 3)
-            radial.append(body.inertia)
         start += body.size
         reached[k] = True
         visit([k])
     for edge in edges:
         if edge.joint is not None and edge.size == 4:
             quaternions.append(edge.start)
-            radial.append(bodies[edge.child].inertia)
-    order = np.argsort(quaternions, kind="stable")
-    quaternions = [quaternions[i] for i in order]
-    radial = [radial[i] for i in order]
+    quaternions.sort()
     tree = TreeMap(tuple(edges), bodies, start, dim, tuple(quaternions))
 
     absolute = _Lagrangian(Batched.of(bodies, n_x), loads or None, gravity, n_x)
@@ -583,7 +622,7 @@ def assemble_tree(
         else None
     )
     system = System(
-        _TreeLagrangian(absolute, tree, tuple(radial) or None),
+        _TreeLagrangian(absolute, tree),
         constraints,
         forces,
         velocity,
@@ -591,39 +630,54 @@ def assemble_tree(
     return TreeAssembly(
         system,
         tree,
-        _coordinate_names(edges, joints, bodies, dim),
+        _coordinate_names(edges, joints, dim),
         _row_labels(joints, loops, edges, dim, velocity_constraints),
         tuple(loops),
     )
 
 
-def _coordinate_names(edges, joints, bodies, dim) -> tuple[str, ...]:
-    names = [joint.name for joint in joints]
-    repeated = {name for name in names if names.count(name) > 1}
+def _edge_names(edges, joints) -> dict[int, str]:
+    """Per tree joint (by position) the name its coordinates and rows carry:
+    its own, with its position where tree joints share one."""
+    tree = [e.position for e in edges if e.joint is not None]
+    names = {j: getattr(joints[j], "name", None) or f"joint {j}" for j in tree}
+    values = list(names.values())
+    return {
+        j: f"{name} {j}" if values.count(name) > 1 else name
+        for j, name in names.items()
+    }
+
+
+def _coordinate_names(edges, joints, dim) -> tuple[str, ...]:
+    names = _edge_names(edges, joints)
     out = []
     for edge in edges:
         if edge.joint is None:
             own = ("x", "y", "theta") if dim == 2 else ("x", "y", "z", *_QUAT)
             out += [f"body {edge.child} {c}" for c in own]
-            continue
-        name = edge.joint.name
-        if name in repeated:
-            name = f"{name} {edge.position}"
-        if edge.size == 1:
-            out.append(name)
+        elif edge.size == 1:
+            out.append(names[edge.position])
         elif edge.size == 4:
-            out += [f"{name}.{c}" for c in _QUAT]
+            out += [f"{names[edge.position]}.{c}" for c in _QUAT]
     return tuple(out)
 
 
-def _row_labels(joints, loops, edges, dim, velocity_constraints) -> tuple[str, ...]:
+def _row_labels(joints, loops, edges, dim, velocity_constraints):
+    """The rows' names in the rows' order, or the name of a part without
+    `labels` (whose row count is not known before its parameters are)."""
     labels = []
     for j in loops:
-        labels += list(getattr(joints[j], "labels", ()) or [f"joint {j}"])
+        if getattr(joints[j], "labels", None) is None:
+            return f"joint {j} ({type(joints[j]).__name__})"
+        labels += list(joints[j].labels)
+    names = _edge_names(edges, joints)
     for edge in sorted(edges, key=lambda e: e.start):
-        if (edge.joint is None and dim == 3) or (edge.joint and edge.size == 4):
-            what = f"body {edge.child}" if edge.joint is None else edge.joint.name
-            labels.append(f"|e|=1 {what}")
-    for c in velocity_constraints:
-        labels += list(getattr(c, "labels", ()))
+        if edge.joint is None and dim == 3:
+            labels.append(f"|e|=1 body {edge.child}")
+        elif edge.joint is not None and edge.size == 4:
+            labels.append(f"|e|=1 {names[edge.position]}")
+    for k, c in enumerate(velocity_constraints):
+        if getattr(c, "labels", None) is None:
+            return f"velocity constraint {k} ({type(c).__name__})"
+        labels += list(c.labels)
     return tuple(labels)
