@@ -68,6 +68,10 @@ class AbstractLagrangian(eqx.Module):
         """(M, f) at (t, q, qd): M = d2L/dqd2 and f = dL/dq - (dp/dq) qd - dp/dt
         with p = dL/dqd, exactly as autodiff of `__call__` would give them."""
 
+    def mass(self, t, q, qd, params: Params) -> Array:
+        """M alone (a projection needs no f): `terms`' M unless overridden."""
+        return self.terms(t, q, qd, params)[0]
+
 
 def lagrangian_terms(lagrangian, t, q, qd, params: Params) -> tuple[Array, Array]:
     """(M, f) of any Lagrangian: from `terms` for an `AbstractLagrangian`,
@@ -260,7 +264,7 @@ def mass_matrix(system: System, t, q, qd, params: Params) -> Float[Array, "n n"]
     """M = d2L/dqd2 at (t, q, qd)."""
     t = _as_time(t, q)
     if isinstance(system.lagrangian, AbstractLagrangian):
-        return system.lagrangian.terms(t, q, qd, params)[0]
+        return system.lagrangian.mass(t, q, qd, params)
 
     def lagrangian(t_, q_, qd_):
         return lagrangian_value(system, t_, q_, qd_, params)

@@ -65,6 +65,16 @@ class _JointEnergies(AbstractLagrangian):
         mass_j, force_j = lagrangian_terms(self._joints, t, q, qd, params)
         return mass + mass_j, force + force_j
 
+    def mass(self, t, q, qd, params):
+        inner = self.lagrangian
+        if isinstance(inner, AbstractLagrangian):
+            mass = inner.mass(t, q, qd, params)
+        else:
+            mass = lagrangian_terms(inner, t, q, qd, params)[0]
+        return mass + jax.jacfwd(jax.grad(self._joints, argnums=2), argnums=2)(
+            t, q, qd, params
+        )
+
 
 def _per_dof(nv: int, pairs) -> tuple[Any, ...]:
     """Per dof: the params key of its (dof, key) pair, else 0.0."""
