@@ -228,10 +228,6 @@ class TreeMap(eqx.Module):
     dim: int = eqx.field(static=True)
     quaternions: tuple[int, ...] = eqx.field(static=True)
 
-    @property
-    def n_bodies(self) -> int:
-        return sum(body.size for body in self.bodies)
-
     def _ground(self, dtype):
         if self.dim == 2:
             return jnp.zeros((), dtype), jnp.zeros(2, dtype)
