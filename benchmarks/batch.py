@@ -34,19 +34,9 @@ import lagrax as lx  # noqa: E402
 PARAMS = {"m": 1.0, "g": 9.81, "l": 1.0}
 
 
-class RK4(dfx.AbstractERK):
-    """The classical fourth-order Runge-Kutta method (fixed steps only)."""
-
-    tableau = dfx.ButcherTableau(
-        c=np.array([0.5, 0.5, 1.0]),
-        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
-        b_error=np.zeros(4),
-        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
-    )
-    interpolation_cls = dfx.ThirdOrderHermitePolynomialInterpolation.from_k
-
-    def order(self, terms):
-        return 4
+# The classical RK4 (fixed steps), for lagrax and for diffrax by hand alike;
+# bodies.py, chain.py and robots.py import it from here.
+RK4 = lx.RK4
 
 
 def lagrangian(t, q, qd, p):

@@ -135,6 +135,7 @@ BAD = {
     "bad t1": ("", "'t1'"),
     "fixed step and tolerance": ("[solver]\ndt = 0.01\nrtol = 1e-6\n", "'solver.dt'"),
     "no error estimate": ("[solver]\nname = 'euler'\n", "give 'solver.dt'"),
+    "rk4 without dt": ("[solver]\nname = 'rk4'\n", "give 'solver.dt'"),
     "bad coordinate": ("[initial]\nfixed_q = ['z']\n", "'initial.fixed_q'"),
     "short q": ("[initial]\nq = [1.0]\n", "'initial.q': expected 2 numbers"),
     "duplicate labels": ("[[runs]]\nlabel = 'a'\n[[runs]]\nlabel = 'a'\n", "twice"),
@@ -163,6 +164,19 @@ BAD = {
         "'params.m': expected a number",
     ),
 }
+
+
+def test_every_solver_name_gives_its_solver(tmp_path):
+    """Each solver.name maps to its solver (diffrax's, or lagrax's RK4), fixed
+    steps for those without an error estimate (the mapping only: the shipped
+    configs run the CLI through)."""
+    for name, (cls, adaptive) in cli._config.SOLVERS.items():
+        step = {"rtol": 1e-6} if adaptive else {"dt": 0.01}
+        raw = {"system": "pendulum", "t1": 1.0, "solver": {"name": name, **step}}
+        run = cli._config.parse(raw, tmp_path / "p.toml").runs[0]
+        solver = cli._strategies(run)[0]
+        assert type(solver).__name__ == cls
+        assert isinstance(solver, lx.RK4) == (name == "rk4")
 
 
 @pytest.mark.parametrize("case", BAD, ids=list(BAD))

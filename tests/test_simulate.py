@@ -159,6 +159,29 @@ def test_fixed_steps():
     assert np.abs(np.asarray(sol.phi)).max() < 1e-12
 
 
+def test_rk4_is_the_classical_method_with_fixed_steps():
+    """lx.RK4 on the harmonic oscillator y' = A y: each step multiplies y by
+    the degree-4 Taylor polynomial of exp(h A), exactly the classical method.
+    Without a step-size controller it takes fixed steps of dt0; without dt0,
+    or with an adaptive controller, it is refused (it has no error estimate)."""
+    w, h, steps = 2.0, 0.1, 30
+    system = lx.System(lambda t, q, qd, p: 0.5 * qd @ qd - 0.5 * p["w"] ** 2 * q @ q)
+    sol = lx.simulate(system, jnp.array([1.0]), jnp.array([0.5]), {"w": w},
+                      t1=steps * h, solver=lx.RK4(), dt0=h)  # fmt: skip
+    z = h * np.array([[0.0, 1.0], [-(w**2), 0.0]])
+    step = np.eye(2) + z + z @ z / 2 + z @ z @ z / 6 + z @ z @ z @ z / 24
+    y = np.linalg.matrix_power(step, steps) @ np.array([1.0, 0.5])
+    assert int(sol.stats["num_steps"]) == steps
+    np.testing.assert_allclose([sol.q[-1, 0], sol.qd[-1, 0]], y, rtol=0, atol=1e-14)
+    with pytest.raises(ValueError, match="simulate: solver RK4 .* give dt0"):
+        lx.simulate(system, jnp.ones(1), jnp.zeros(1), {"w": w}, t1=1.0,
+                    solver=lx.RK4())  # fmt: skip
+    with pytest.raises(RuntimeError, match="does not provide error estimates"):
+        lx.simulate(system, jnp.ones(1), jnp.zeros(1), {"w": w}, t1=1.0,
+                    solver=lx.RK4(), dt0=h, stepsize_controller=dfx.PIDController(
+                        rtol=1e-6, atol=1e-6))  # fmt: skip
+
+
 def test_max_steps_is_reported_or_raised():
     q0, qd0 = _start(1.0)
     sol = lx.simulate(MODEL.system, q0, qd0, P, t1=10.0, max_steps=5, throw=False)

@@ -26,21 +26,6 @@ GYM = importlib.resources.files("gymnasium") / "envs" / "mujoco" / "assets"
 OFF = mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_LIMIT
 
 
-class RK4(dfx.AbstractERK):
-    """The classical fourth-order Runge-Kutta method, MuJoCo's mjINT_RK4."""
-
-    tableau = dfx.ButcherTableau(
-        c=np.array([0.5, 0.5, 1.0]),
-        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
-        b_error=np.zeros(4),
-        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
-    )
-    interpolation_cls = dfx.ThirdOrderHermitePolynomialInterpolation.from_k
-
-    def order(self, terms):
-        return 4
-
-
 def _mujoco(path):
     m = mujoco.MjModel.from_xml_path(str(path))
     m.opt.disableflags |= OFF
@@ -122,7 +107,7 @@ def test_ant_trajectory_equals_mujocos_rk4(ant):
         mujoco.mj_step(m, d)
     q0, qd0 = model.from_joint_space(qpos0, qvel0)
     sol = lx.simulate(
-        model.system, q0, qd0, model.params, t1=steps * dt, solver=RK4(),
+        model.system, q0, qd0, model.params, t1=steps * dt, solver=lx.RK4(),
         stepsize_controller=dfx.ConstantStepSize(), dt0=dt, max_steps=steps + 1,
     )  # fmt: skip
     qpos, qvel = model.to_joint_space(sol.q[-1], sol.qd[-1])
@@ -161,7 +146,7 @@ def test_grad_through_a_robot(ant):
     def loss(mass):
         params = {**model.params, key: mass}
         sol = lx.simulate(
-            model.system, q0, qd0, params, t1=steps * dt, solver=RK4(),
+            model.system, q0, qd0, params, t1=steps * dt, solver=lx.RK4(),
             stepsize_controller=dfx.ConstantStepSize(), dt0=dt, max_steps=steps,
         )  # fmt: skip
         return jnp.sum(sol.q[-1, 7:] ** 2)

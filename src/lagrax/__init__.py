@@ -34,6 +34,7 @@ from ._saddle import (
 )
 from ._simulate import simulate as simulate
 from ._singular import SingularLimit as SingularLimit
+from ._solvers import RK4 as RK4
 from ._stabilization import (
     AbstractStabilization as AbstractStabilization,
     Baumgarte as Baumgarte,

@@ -35,6 +35,7 @@ from typing import Any
 SOLVERS = {
     # name: (diffrax class name, has an error estimate for adaptive steps)
     "euler": ("Euler", False),
+    "rk4": ("RK4", False),  # lagrax's own (MuJoCo's mjINT_RK4); diffrax's others
     "heun": ("Heun", True),
     "midpoint": ("Midpoint", True),
     "ralston": ("Ralston", True),

@@ -24,6 +24,7 @@ from ._inputs import (
 )
 from ._results import RESULTS, is_failure
 from ._saddle import AbstractSaddleSolver, SchurCholesky
+from ._solvers import RK4
 from ._stabilization import AbstractStabilization, Projection
 from ._system import System
 from ._trajectory import Trajectory, evaluate_trajectory
@@ -85,7 +86,9 @@ def simulate(
     - `solver`: any diffrax ODE solver. Default `diffrax.Dopri8()`, which reaches
         the tight tolerances mechanics needs in few steps; `diffrax.Tsit5()` is
         cheaper per step at loose tolerances (1e-6 and looser), an implicit solver
-        (`diffrax.Kvaerno5()`) suits stiff systems.
+        (`diffrax.Kvaerno5()`) suits stiff systems. A solver without an error
+        estimate ([`lagrax.RK4`][], `diffrax.Euler()`) takes fixed steps of `dt0`
+        unless `stepsize_controller` says otherwise.
     - `stabilization`: [`lagrax.Projection`][] (default), [`lagrax.Baumgarte`][]
         or [`lagrax.NoStabilization`][].
     - `saddle_solver`: [`lagrax.SchurCholesky`][] (default), [`lagrax.DenseLU`][]
@@ -157,6 +160,14 @@ def simulate(
     if saddle_solver is None:
         saddle_solver = SchurCholesky()
     tolerances = None
+    if stepsize_controller is None and not _estimates_errors(solver):
+        if dt0 is None:
+            raise ValueError(
+                f"simulate: solver {type(solver).__name__} has no error estimate, "
+                "so it takes fixed steps: give dt0, the step (or an adaptive "
+                "solver such as diffrax.Dopri8(), the default)."
+            )
+        stepsize_controller = dfx.ConstantStepSize()
     if stepsize_controller is None:
         _warn_if_too_tight(rtol, atol, dtype)
         tolerances = _strong(rtol, dtype), _strong(atol, dtype)
@@ -195,6 +206,16 @@ def simulate(
         event,
         throw,
         initial,
+    )
+
+
+def _estimates_errors(solver) -> bool:
+    """Whether the solver gives the error estimate adaptive steps need."""
+    inner = getattr(solver, "solver", None)  # lagrax's and diffrax's wrappers
+    if inner is not None and isinstance(inner, dfx.AbstractSolver):
+        return _estimates_errors(inner)
+    return isinstance(solver, dfx.AbstractAdaptiveSolver) and not isinstance(
+        solver, RK4
     )
 
 

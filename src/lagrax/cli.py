@@ -29,6 +29,7 @@ from . import _config, _output, systems
 from ._saddle import AugmentedLagrangian, DenseLU, LeastSquares, SchurCholesky
 from ._simulate import simulate
 from ._singular import SingularLimit
+from ._solvers import RK4
 from ._stabilization import Baumgarte, NoStabilization, Projection
 
 
@@ -255,7 +256,8 @@ def _runtime(cache: bool):
 
 def _strategies(run: _config.Run):
 
-    solver = getattr(dfx, _config.SOLVERS[run.solver.name][0])()
+    name = _config.SOLVERS[run.solver.name][0]
+    solver = RK4() if name == "RK4" else getattr(dfx, name)()
     stab = run.stabilization
     stabilization = {
         "none": lambda: NoStabilization(),

@@ -1,0 +1,38 @@
+"""ODE solvers that diffrax does not ship, for `simulate`'s `solver`."""
+
+import diffrax as dfx
+import numpy as np
+
+
+class RK4(dfx.AbstractERK):
+    """The classical fourth-order Runge-Kutta method: MuJoCo's `mjINT_RK4`, the
+    integrator to compare with MuJoCo step for step (lagrax's trajectories of
+    gymnasium's robots equal MuJoCo's RK4 ones to 1e-6 after 1000 steps).
+
+    Fixed steps only: it has no error estimate. [`lagrax.simulate`][] takes
+    fixed steps of `dt0` with it by default; an adaptive step-size controller
+    is refused (diffrax raises that the solver "does not provide error
+    estimates"). For adaptive steps, `diffrax.Dopri8()` (the default) or
+    `diffrax.Tsit5()`.
+
+    Dense output between steps is the third-order Hermite interpolation.
+    """
+
+    tableau = dfx.ButcherTableau(
+        c=np.array([0.5, 0.5, 1.0]),
+        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+        b_error=np.zeros(4),
+        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+    )
+    interpolation_cls = dfx.ThirdOrderHermitePolynomialInterpolation.from_k
+
+    def order(self, terms):
+        return 4
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        y1, _, dense_info, solver_state, result = super().step(
+            terms, t0, t1, y0, args, solver_state, made_jump
+        )
+        # No error estimate (the tableau's b_error is only a placeholder): an
+        # adaptive controller fed zeros would grow the step without bound.
+        return y1, None, dense_info, solver_state, result
