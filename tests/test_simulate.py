@@ -161,25 +161,45 @@ def test_fixed_steps():
 
 def test_rk4_is_the_classical_method_with_fixed_steps():
     """lx.RK4 on the harmonic oscillator y' = A y: each step multiplies y by
-    the degree-4 Taylor polynomial of exp(h A), exactly the classical method.
-    Without a step-size controller it takes fixed steps of dt0; without dt0,
-    or with an adaptive controller, it is refused (it has no error estimate)."""
-    w, h, steps = 2.0, 0.1, 30
+    the degree-4 Taylor polynomial of exp(h A), exactly the classical method,
+    and between steps y is its continuous extension y0 + sum_i b_i(theta) k_i
+    (Hairer, Norsett & Wanner, II.6). Without a step-size controller it takes
+    fixed steps of dt0; without dt0, with an adaptive controller, or with
+    step_ts it is refused (it has no error estimate), but HalfSolver gives it
+    one."""
+    w, h, steps, theta = 2.0, 0.1, 30, 0.37
     system = lx.System(lambda t, q, qd, p: 0.5 * qd @ qd - 0.5 * p["w"] ** 2 * q @ q)
-    sol = lx.simulate(system, jnp.array([1.0]), jnp.array([0.5]), {"w": w},
-                      t1=steps * h, solver=lx.RK4(), dt0=h)  # fmt: skip
+    y0, p = np.array([1.0, 0.5]), {"w": w}
+    ts = jnp.array([0.0, theta * h, steps * h])
+    sol = lx.simulate(system, y0[:1], y0[1:], p, t1=steps * h, ts=ts,
+                      solver=lx.RK4(), dt0=h)  # fmt: skip
     z = h * np.array([[0.0, 1.0], [-(w**2), 0.0]])
     step = np.eye(2) + z + z @ z / 2 + z @ z @ z / 6 + z @ z @ z @ z / 24
-    y = np.linalg.matrix_power(step, steps) @ np.array([1.0, 0.5])
+    y = np.linalg.matrix_power(step, steps) @ y0
     assert int(sol.stats["num_steps"]) == steps
     np.testing.assert_allclose([sol.q[-1, 0], sol.qd[-1, 0]], y, rtol=0, atol=1e-14)
+    k1 = z @ y0
+    k2 = z @ (y0 + k1 / 2)
+    k3 = z @ (y0 + k2 / 2)
+    k4 = z @ (y0 + k3)
+    b1 = theta - 3 * theta**2 / 2 + 2 * theta**3 / 3
+    b2 = theta**2 - 2 * theta**3 / 3
+    b4 = -(theta**2) / 2 + 2 * theta**3 / 3
+    inside = y0 + b1 * k1 + b2 * (k2 + k3) + b4 * k4
+    np.testing.assert_allclose([sol.q[1, 0], sol.qd[1, 0]], inside, atol=1e-15)
+
+    def run(**kwargs):
+        return lx.simulate(system, jnp.ones(1), jnp.zeros(1), p, t1=1.0, **kwargs)
+
     with pytest.raises(ValueError, match="simulate: solver RK4 .* give dt0"):
-        lx.simulate(system, jnp.ones(1), jnp.zeros(1), {"w": w}, t1=1.0,
-                    solver=lx.RK4())  # fmt: skip
+        run(solver=lx.RK4())
     with pytest.raises(RuntimeError, match="does not provide error estimates"):
-        lx.simulate(system, jnp.ones(1), jnp.zeros(1), {"w": w}, t1=1.0,
-                    solver=lx.RK4(), dt0=h, stepsize_controller=dfx.PIDController(
-                        rtol=1e-6, atol=1e-6))  # fmt: skip
+        run(solver=lx.RK4(), dt0=h,
+            stepsize_controller=dfx.PIDController(rtol=1e-6, atol=1e-6))  # fmt: skip
+    with pytest.raises(ValueError, match="simulate: step_ts and jump_ts need adapt"):
+        run(solver=lx.RK4(), dt0=h, step_ts=jnp.array([0.5]))
+    halved = run(solver=dfx.HalfSolver(lx.RK4()), rtol=1e-8, atol=1e-8)
+    assert float(halved.q[-1, 0]) == pytest.approx(np.cos(w), abs=1e-7)
 
 
 def test_max_steps_is_reported_or_raised():

@@ -87,8 +87,10 @@ def simulate(
         the tight tolerances mechanics needs in few steps; `diffrax.Tsit5()` is
         cheaper per step at loose tolerances (1e-6 and looser), an implicit solver
         (`diffrax.Kvaerno5()`) suits stiff systems. A solver without an error
-        estimate ([`lagrax.RK4`][], `diffrax.Euler()`) takes fixed steps of `dt0`
-        unless `stepsize_controller` says otherwise.
+        estimate ([`lagrax.RK4`][], `diffrax.Euler()`) takes fixed steps
+        (`diffrax.ConstantStepSize()`: ceil((t1 - t0) / dt0) steps) unless
+        `stepsize_controller` says otherwise; `rtol` and `atol` then do
+        nothing.
     - `stabilization`: [`lagrax.Projection`][] (default), [`lagrax.Baumgarte`][]
         or [`lagrax.NoStabilization`][].
     - `saddle_solver`: [`lagrax.SchurCholesky`][] (default), [`lagrax.DenseLU`][]
@@ -101,6 +103,7 @@ def simulate(
     - `step_ts`: times the solver must step to exactly, e.g. the knots of a
         piecewise-linear control (`control.knots`), where the forces have kinks:
         keeps the accuracy there, for the solution and for its gradient.
+        Adaptive steps only.
     - `jump_ts`: times where the forces jump, e.g. the boundaries of a
         [`lagrax.PiecewiseConstant`][] control (`control.boundaries`): steps end
         just before each and restart just after it, so no step straddles a jump.
@@ -168,6 +171,16 @@ def simulate(
                 "solver such as diffrax.Dopri8(), the default)."
             )
         stepsize_controller = dfx.ConstantStepSize()
+    fixed = stepsize_controller is not None and not isinstance(
+        stepsize_controller, dfx.AbstractAdaptiveStepSizeController
+    )
+    if fixed and (step_ts is not None or jump_ts is not None):
+        raise ValueError(
+            "simulate: step_ts and jump_ts need adaptive steps; with fixed steps "
+            f"({type(solver).__name__} without an error estimate, or a constant "
+            "step-size controller) choose dt0 so that the steps land on those "
+            "times, or use an adaptive solver such as diffrax.Dopri8()."
+        )
     if stepsize_controller is None:
         _warn_if_too_tight(rtol, atol, dtype)
         tolerances = _strong(rtol, dtype), _strong(atol, dtype)
@@ -210,13 +223,16 @@ def simulate(
 
 
 def _estimates_errors(solver) -> bool:
-    """Whether the solver gives the error estimate adaptive steps need."""
-    inner = getattr(solver, "solver", None)  # lagrax's and diffrax's wrappers
-    if inner is not None and isinstance(inner, dfx.AbstractSolver):
-        return _estimates_errors(inner)
-    return isinstance(solver, dfx.AbstractAdaptiveSolver) and not isinstance(
-        solver, RK4
-    )
+    """Whether the solver gives the error estimate adaptive steps need: by its
+    class (diffrax's isinstance sees through one wrapper, so that
+    `diffrax.HalfSolver(lx.RK4())`, which estimates errors, would look like
+    RK4); a wrapper that is not adaptive itself is asked about what it wraps."""
+    cls = type(solver)
+    if issubclass(cls, dfx.AbstractWrappedSolver) and not issubclass(
+        cls, dfx.AbstractAdaptiveSolver
+    ):
+        return _estimates_errors(solver.solver)
+    return issubclass(cls, dfx.AbstractAdaptiveSolver) and not issubclass(cls, RK4)
 
 
 @eqx.filter_jit

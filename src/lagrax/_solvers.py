@@ -6,16 +6,21 @@ import numpy as np
 
 class RK4(dfx.AbstractERK):
     """The classical fourth-order Runge-Kutta method: MuJoCo's `mjINT_RK4`, the
-    integrator to compare with MuJoCo step for step (lagrax's trajectories of
-    gymnasium's robots equal MuJoCo's RK4 ones to 1e-6 after 1000 steps).
+    integrator to compare with MuJoCo step for step (1000 RK4 steps of
+    gymnasium's ant equal MuJoCo's `mj_step`, tests/test_tree.py).
 
     Fixed steps only: it has no error estimate. [`lagrax.simulate`][] takes
-    fixed steps of `dt0` with it by default; an adaptive step-size controller
-    is refused (diffrax raises that the solver "does not provide error
-    estimates"). For adaptive steps, `diffrax.Dopri8()` (the default) or
-    `diffrax.Tsit5()`.
+    fixed steps with it by default (`diffrax.ConstantStepSize()`: ceil((t1 -
+    t0) / dt0) steps); an adaptive step-size controller is refused (diffrax
+    raises that the solver "does not provide error estimates"), unless it
+    wraps it in `diffrax.HalfSolver`. For adaptive steps, `diffrax.Dopri8()`
+    (the default) or `diffrax.Tsit5()`.
 
-    Dense output between steps is the third-order Hermite interpolation.
+    Between steps (values saved at `ts` inside a step, events), y is RK4's
+    third-order continuous extension y0 + sum_i b_i(theta) k_i (Hairer, Norsett
+    & Wanner, *Solving ODEs I*, II.6), which is exactly diffrax's cubic Hermite
+    interpolation from the first and last stages: with y1 - y0 = (k1 + 2 k2 +
+    2 k3 + k4) / 6, their coefficients of theta^2 and theta^3 agree.
     """
 
     tableau = dfx.ButcherTableau(
