@@ -202,8 +202,10 @@ def fit(
         consecutive steps stop the run (the gradient test applies to the
         default loss).
     - `progress`: print the loss every `print_every` steps and a summary.
-    - `**simulate_kwargs`: passed to [`lagrax.simulate`][] (solver, tolerances,
-        stabilization, ...).
+    - `**simulate_kwargs`: passed to [`lagrax.simulate`][] (tolerances,
+        stabilization, step-size controller, ...). Not its ODE `solver`:
+        `solver` here is the least-squares solver, so the simulations use
+        simulate's default, `diffrax.Dopri8()`.
 
     **Returns:**
 
