@@ -266,9 +266,7 @@ def mjx_engine(name, args):
 
 
 def lagrax_engine(name, args, wp):
-    import diffrax as dfx
     import jax.numpy as jnp
-    from batch import RK4
 
     import lagrax as lx
     import lagrax.bodies as lb
@@ -285,8 +283,8 @@ def lagrax_engine(name, args, wp):
     def trajectory(steps):
         def run(q0, qd0, params):
             sol = lx.simulate(model.system, q0, qd0, params, t1=steps * dt,
-                              solver=RK4(), stepsize_controller=dfx.ConstantStepSize(),
-                              dt0=dt, max_steps=steps + 10)  # fmt: skip
+                              solver=lx.RK4(), dt0=dt,
+                              max_steps=steps + 10)  # fmt: skip
             return model.to_joint_space(sol.q[-1], sol.qd[-1])[0]
 
         return run
