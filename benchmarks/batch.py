@@ -34,11 +34,6 @@ import lagrax as lx  # noqa: E402
 PARAMS = {"m": 1.0, "g": 9.81, "l": 1.0}
 
 
-# The classical RK4 (fixed steps), for lagrax and for diffrax by hand alike;
-# bodies.py, chain.py and robots.py import it from here.
-RK4 = lx.RK4
-
-
 def lagrangian(t, q, qd, p):
     return 0.5 * p["m"] * qd @ qd - p["m"] * p["g"] * (q[1] + q[3])
 
@@ -99,7 +94,7 @@ def jax_by_hand(dt, steps):
         return v, qdd
 
     def one(q0, v0, p):
-        sol = dfx.diffeqsolve(dfx.ODETerm(field), RK4(), 0.0, dt * steps, dt,
+        sol = dfx.diffeqsolve(dfx.ODETerm(field), lx.RK4(), 0.0, dt * steps, dt,
                               (q0, v0), args=p, max_steps=steps + 1)  # fmt: skip
         return sol.ys[0][-1]
 
@@ -108,7 +103,7 @@ def jax_by_hand(dt, steps):
 
 def lagrax_batch(dt, steps):
     def one(q0, v0, p):
-        sol = lx.simulate(SYSTEM, q0, v0, p, t1=dt * steps, solver=RK4(),
+        sol = lx.simulate(SYSTEM, q0, v0, p, t1=dt * steps, solver=lx.RK4(),
                           stepsize_controller=dfx.ConstantStepSize(), dt0=dt,
                           stabilization=lx.NoStabilization(),
                           max_steps=steps + 1)  # fmt: skip

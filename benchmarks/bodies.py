@@ -24,7 +24,6 @@ import diffrax as dfx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _timing import timed  # noqa: E402
-from batch import RK4  # noqa: E402
 
 import lagrax as lx  # noqa: E402
 
@@ -54,7 +53,7 @@ BY_HAND = lx.System(lagrangian, constraints)
 
 @functools.partial(jax.jit, static_argnums=0)
 def run(system, q0, qd0, p):
-    return lx.simulate(system, q0, qd0, p, t1=STEPS * DT, solver=RK4(),
+    return lx.simulate(system, q0, qd0, p, t1=STEPS * DT, solver=lx.RK4(),
                        stepsize_controller=dfx.ConstantStepSize(), dt0=DT,
                        stabilization=lx.NoStabilization(), max_steps=STEPS + 1,
                        initial_tol=float("inf")).q[-1]  # fmt: skip

@@ -28,7 +28,6 @@ import diffrax as dfx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _timing import timed  # noqa: E402
-from batch import RK4  # noqa: E402
 
 import lagrax as lx  # noqa: E402
 
@@ -72,7 +71,7 @@ def start(N):
 def lagrax_solve(saddle):
     @jax.jit
     def solve(q0, v0, p):
-        return lx.simulate(SYSTEM, q0, v0, p, t1=STEPS * DT, solver=RK4(),
+        return lx.simulate(SYSTEM, q0, v0, p, t1=STEPS * DT, solver=lx.RK4(),
                            stepsize_controller=dfx.ConstantStepSize(), dt0=DT,
                            stabilization=lx.NoStabilization(), saddle_solver=saddle,
                            max_steps=STEPS + 1).q[-1]  # fmt: skip
@@ -87,7 +86,7 @@ def by_hand(q0, v0, p):
         qdd, _ = _peers.kkt(jnp, *chain_terms(jnp, t, q, v, p))
         return v, qdd
 
-    sol = dfx.diffeqsolve(dfx.ODETerm(field), RK4(), 0.0, STEPS * DT, DT, (q0, v0),
+    sol = dfx.diffeqsolve(dfx.ODETerm(field), lx.RK4(), 0.0, STEPS * DT, DT, (q0, v0),
                           args=p, max_steps=STEPS + 1)  # fmt: skip
     return sol.ys[0][-1]
 

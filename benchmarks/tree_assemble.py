@@ -24,7 +24,6 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from batch import RK4  # noqa: E402
 
 import lagrax as lx  # noqa: E402
 import lagrax.bodies as lb  # noqa: E402
@@ -86,7 +85,7 @@ def run(case, steps, dt):
 
         def final(q, qd, params, system=system):
             sol = lx.simulate(
-                system, q, qd, params, t1=steps * dt, dt0=dt, solver=RK4(),
+                system, q, qd, params, t1=steps * dt, dt0=dt, solver=lx.RK4(),
                 stepsize_controller=dfx.ConstantStepSize(), max_steps=steps + 1,
                 saddle_solver=saddle,
             )  # fmt: skip
