@@ -119,6 +119,39 @@ def test_max_steps_says_what_to_do():
     assert run(Q0, QD0, max_steps=3, throw=False).result == lx.RESULTS.max_steps
 
 
+def test_raising_programs_are_kept_by_the_persistent_cache(tmp_path):
+    """With throw=True (the default) the result is checked on the host, after the
+    compiled program, which then holds no host callback: XLA's persistent
+    compilation cache refuses programs with one, and keeps these, so that a
+    re-run script loads them instead of compiling them again. The check still
+    raises, by name."""
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    def lagrangian(t, q, qd, p):  # a system, hence programs, of this test only
+        return MODEL.system.lagrangian(t, q, qd, p)
+
+    system = lx.System(lagrangian, MODEL.system.constraints)
+    options = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    before = [getattr(jax.config, name) for name in options]
+    jax.config.update(options[0], str(tmp_path))
+    jax.config.update(options[1], 0)
+    cc.reset_cache()
+    try:
+        lx.simulate(system, ROUGH, ZERO, P, t1=0.5, project_initial=True)
+        lx.accelerations(system, 0.0, Q0, QD0, P)
+        lx.consistent_state(system, ROUGH, ZERO, P)
+        with pytest.raises(Exception, match="raise max_steps"):
+            lx.simulate(system, Q0, QD0, P, t1=0.5, max_steps=3)
+    finally:
+        for name, value in zip(options, before):
+            jax.config.update(name, value)
+        cc.reset_cache()
+    kept = [path.name.split("-")[0] for path in tmp_path.iterdir()]
+    assert kept.count("jit__simulate") == 2, kept
+    assert "jit__accelerations" in kept, kept
+    assert "jit__consistent_state" in kept, kept
+
+
 def test_consistent_state_failure_gives_the_residual():
     # Fixing x at 2 l leaves no point of the circle: the residual is reported.
     with pytest.raises(ValueError, match=r"Reached max \|phi\| = [0-9.e+-]+"):

@@ -6,7 +6,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._custom_types import Params, RealScalarLike
-from ._errors import check_result
+from ._errors import check_outside
 from ._inputs import all_finite, coerce_params, coerce_state
 from ._mechanics import Mechanics, mechanics
 from ._projection import AbstractClosedFormProjection
@@ -134,13 +134,17 @@ def accelerations(
     q, qd = coerce_state(q, qd)
     t = jnp.asarray(t, q.dtype)
     params = coerce_params(params, q.dtype)
-    return _accelerations(system, stabilization, saddle_solver, t, q, qd, params, throw)
+    qdd, lam, result = _accelerations(
+        system, stabilization, saddle_solver, t, q, qd, params
+    )
+    # Checked outside the compiled program (see `_errors.py`).
+    return check_outside((qdd, lam), result, throw)
 
 
 @eqx.filter_jit
-def _accelerations(system, stabilization, saddle_solver, t, q, qd, params, throw):
+def _accelerations(system, stabilization, saddle_solver, t, q, qd, params):
     _, sol = solve_dynamics(system, stabilization, saddle_solver, t, q, qd, params)
-    return check_result((sol.qdd, sol.lam), sol.result, throw)
+    return sol.qdd, sol.lam, sol.result
 
 
 class VectorField(eqx.Module):

@@ -1,10 +1,16 @@
-"""Raising a failed result code at runtime, naming the failed members of a batch.
+"""Raising a failed result code, naming the failed members of a batch.
 
-`equinox.error_if` under `jax.vmap` raises the message of one failed member and
-cannot say which. Here the check is one host callback that sees the codes of the
-whole batch (`vmap_method="expand_dims"`), behind a `lax.cond` on "any member
-failed" that stays a branch under vmap (equinox's `unvmap_any`): nothing runs on
-the host unless something failed.
+Where a compiled program's result comes back to Python, its codes are checked
+there ([`check_outside`][]): the program then holds no host callback, and XLA's
+persistent compilation cache, which refuses programs with callbacks, can keep it
+(a re-run script compiles nothing again).
+
+Under a caller's own trace (jit, vmap, grad) the check is compiled in: one host
+callback that sees the codes of the whole batch (`vmap_method="expand_dims"`,
+where `equinox.error_if` under `jax.vmap` raises the message of one failed member
+and cannot say which), behind a `lax.cond` on "any member failed" that stays a
+branch under vmap (equinox's `unvmap_any`): nothing runs on the host unless
+something failed.
 """
 
 import contextlib
@@ -30,6 +36,18 @@ def check_result(x, result: RESULTS, throw: bool):
     dynamic, static = eqx.partition(x, eqx.is_array)
     dynamic = _checked(dynamic, result._value)
     return eqx.combine(dynamic, static)
+
+
+def check_outside(x, result: RESULTS, throw: bool):
+    """[`check_result`][] for the output `x` of a compiled program, carrying its
+    `result`: on the host where the codes are concrete (nothing compiled in),
+    else compiled into the caller's trace."""
+    if not throw:
+        return x
+    if isinstance(result._value, jax.core.Tracer):
+        return check_result(x, result, throw)
+    raise_if_failed(result._value)
+    return x
 
 
 @eqx.filter_custom_jvp
@@ -84,7 +102,11 @@ def raise_if_failed(codes) -> None:
     member) if any is a failure."""
     codes = np.asarray(codes)
     if np.any(np.asarray(is_failure(_wrap(codes)))):
-        _raise(codes)
+        # The class equinox raises its runtime errors as, so that code catching
+        # those catches these, whether checked on the host or in a program.
+        raise getattr(eqx, "EquinoxRuntimeError", RuntimeError)(
+            failure_message(codes)
+        )
 
 
 def _raise(codes):

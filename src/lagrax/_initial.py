@@ -175,7 +175,10 @@ def _consistent_state(system, q, qd, params, t, free_q, free_qd, max_iterations)
 
 def _min_norm(matrix, vector):
     """The least-norm least-squares solution x of matrix x = vector."""
-    return lnx.linear_solve(lnx.MatrixLinearOperator(matrix), vector, lnx.SVD()).value
+    # throw=False: an SVD solve always succeeds, and a check would put a host
+    # callback in the program, which XLA's persistent cache then refuses.
+    operator = lnx.MatrixLinearOperator(matrix)
+    return lnx.linear_solve(operator, vector, lnx.SVD(), throw=False).value
 
 
 @eqx.filter_custom_jvp
@@ -206,7 +209,7 @@ def _nearest_point_jvp(primals, tangents, *, max_iterations):
         lambda root, _: _closest_point_conditions(root, system, q, params, t, free),
         (x, mu),
     )
-    droot = lnx.linear_solve(operator, rhs, lnx.SVD()).value
+    droot = lnx.linear_solve(operator, rhs, lnx.SVD(), throw=False).value
     return ((x, mu), res), (droot, jnp.zeros_like(res))
 
 

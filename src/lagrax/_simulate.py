@@ -15,7 +15,7 @@ from jaxtyping import ArrayLike, Float, Real
 from ._custom_types import Params, RealScalarLike
 from ._diagnosis import diagnose, initial_checks, probe_states
 from ._dynamics import VectorField
-from ._errors import check_result
+from ._errors import check_outside
 from ._inputs import (
     check_arguments,
     coerce_params,
@@ -203,7 +203,10 @@ def simulate(
         initial_tol = float(jnp.finfo(dtype).eps) ** 0.5
     initial = (bool(project_initial), _strong(initial_tol, dtype))
     steps = (stepsize_controller, tolerances, (step_ts, jump_ts), dt0, max_steps)
-    return _simulate(
+    # Solved without the failure check compiled in, which is made here on the
+    # host when the result is concrete (see `_errors.py`: the program can then be
+    # cached between processes), or in the caller's trace.
+    traj = _simulate(
         system,
         stabilization,
         saddle_solver,
@@ -217,9 +220,9 @@ def simulate(
         times,
         ts,
         event,
-        throw,
         initial,
     )
+    return check_outside(traj, traj.result, throw)
 
 
 def _estimates_errors(solver) -> bool:
@@ -250,7 +253,6 @@ def _simulate(
     times,
     ts,
     event,
-    throw,
     initial,
 ) -> Trajectory:
     controller, tolerances, (step_ts, jump_ts), dt0, max_steps = steps
@@ -261,9 +263,6 @@ def _simulate(
     t0, t1, ts, dt0, tolerances = _harmless(valid, t0, t1, ts, dt0, tolerances)
     q0, qd0, initial_result = initial_checks(system, q0, qd0, params, t0, *initial)
     initial_result = RESULTS.where(valid, initial_result, RESULTS.invalid_arguments)
-    # Raised before the loop, so that a bad start is named as such rather than
-    # by whatever it breaks first.
-    q0 = check_result(q0, initial_result, throw)
     failed_start = is_failure(initial_result)
     q0, qd0 = (jnp.where(jnp.isfinite(x), x, 0) for x in (q0, qd0))
     if controller is None:
@@ -335,8 +334,7 @@ def _simulate(
     result = diagnose(system, params, traj.result, probed, final, (t0, q0))
     # A bad start explains whatever failed after it.
     result = RESULTS.where(failed_start, initial_result, result)
-    traj = eqx.tree_at(lambda tr: tr.result, traj, result)
-    return check_result(traj, traj.result, throw)
+    return eqx.tree_at(lambda tr: tr.result, traj, result)
 
 
 def _harmless(valid, t0, t1, ts, dt0, tolerances):
