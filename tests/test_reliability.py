@@ -131,7 +131,10 @@ def test_raising_programs_are_kept_by_the_persistent_cache(tmp_path):
         return MODEL.system.lagrangian(t, q, qd, p)
 
     system = lx.System(lagrangian, MODEL.system.constraints)
-    options = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    options = (
+        "jax_compilation_cache_dir",
+        "jax_persistent_cache_min_compile_time_secs",
+    )
     before = [getattr(jax.config, name) for name in options]
     jax.config.update(options[0], str(tmp_path))
     jax.config.update(options[1], 0)
@@ -143,7 +146,7 @@ def test_raising_programs_are_kept_by_the_persistent_cache(tmp_path):
         with pytest.raises(Exception, match="raise max_steps"):
             lx.simulate(system, Q0, QD0, P, t1=0.5, max_steps=3)
     finally:
-        for name, value in zip(options, before):
+        for name, value in zip(options, before, strict=True):
             jax.config.update(name, value)
         cc.reset_cache()
     kept = [path.name.split("-")[0] for path in tmp_path.iterdir()]

@@ -104,9 +104,7 @@ def raise_if_failed(codes) -> None:
     if np.any(np.asarray(is_failure(_wrap(codes)))):
         # The class equinox raises its runtime errors as, so that code catching
         # those catches these, whether checked on the host or in a program.
-        raise getattr(eqx, "EquinoxRuntimeError", RuntimeError)(
-            failure_message(codes)
-        )
+        raise getattr(eqx, "EquinoxRuntimeError", RuntimeError)(failure_message(codes))
 
 
 def _raise(codes):
