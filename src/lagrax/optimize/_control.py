@@ -203,7 +203,7 @@ def optimize_controls(
         system, problem.q0, problem.qd0, p_opt, t0=t0, t1=t1, ts=saved,
         jump_ts=boundaries[1:-1], stabilization=problem.stabilization,
         saddle_solver=problem.saddle_solver, rtol=1e-10, atol=1e-10,
-        max_steps=65536, throw=False,
+        max_steps=_RESIMULATION_MAX_STEPS, throw=False,
     )  # fmt: skip
     if terminal is None:
         terminal_error = jnp.zeros((), sol.objective.dtype)
@@ -227,6 +227,9 @@ def optimize_controls(
 
 # Above this max |terminal| of the re-simulated controls, a warning.
 _FAITHFUL = 1e-3
+# The first guess's simulation and the optimum's re-simulation share this, so
+# that they are one compiled program.
+_RESIMULATION_MAX_STEPS = 65536
 
 
 def _nlp(problem, params, x0, condense, tol, max_steps, progress):
@@ -724,8 +727,10 @@ class _Transcription(eqx.Module):
                 t1=self.boundaries[-1], ts=self.boundaries,
                 jump_ts=self.boundaries[1:-1], stabilization=self.stabilization,
                 saddle_solver=self.saddle_solver, rtol=1e-6, atol=1e-6,
-                throw=False,
+                max_steps=_RESIMULATION_MAX_STEPS, throw=False,
             )  # fmt: skip
+            # (The same program as the re-simulation of the optimum: tolerances
+            # are traced, max_steps is not.)
             q, qd = traj.q, traj.qd
             ok = jnp.isfinite(q) & jnp.isfinite(qd)
             q = jnp.where(ok, q, self.q0)
