@@ -15,8 +15,10 @@ something failed.
 
 import contextlib
 import contextvars
+import os
 
 import equinox as eqx
+import equinox._errors as eqx_errors
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
@@ -119,6 +121,29 @@ def _raise(codes):
     except (ImportError, AttributeError):
         error = RuntimeError
     raise error(message)
+
+
+@contextlib.contextmanager
+def checks_as_nan():
+    """Within, at trace time: equinox's runtime checks (`eqx.error_if`, in
+    diffrax, lineax and optimistix) return NaN where they fail instead of
+    raising through a host callback, which XLA's persistent cache refuses.
+
+    For programs that report every failure by their own result codes: inside
+    `simulate`, diffrax's checks of t0, t1, ts and dt0 are those of
+    `valid_arguments`, whose invalid values are replaced before they reach
+    diffrax. Equinox reads its EQX_ON_ERROR when a check is traced; a value the
+    user set in the environment (`breakpoint`, to debug) is left alone.
+    """
+    switch = "EQX_ON_ERROR" not in os.environ and hasattr(eqx_errors, "EQX_ON_ERROR")
+    before = getattr(eqx_errors, "EQX_ON_ERROR", None)
+    if switch:
+        eqx_errors.EQX_ON_ERROR = "nan"
+    try:
+        yield
+    finally:
+        if switch:
+            eqx_errors.EQX_ON_ERROR = before
 
 
 def any_failed(result: RESULTS) -> jax.Array:

@@ -15,7 +15,7 @@ from jaxtyping import ArrayLike, Float, Real
 from ._custom_types import Params, RealScalarLike
 from ._diagnosis import diagnose, initial_checks, probe_states
 from ._dynamics import VectorField
-from ._errors import check_outside
+from ._errors import check_outside, checks_as_nan
 from ._inputs import (
     check_arguments,
     coerce_params,
@@ -239,7 +239,14 @@ def _estimates_errors(solver) -> bool:
 
 
 @eqx.filter_jit
-def _simulate(
+def _simulate(*args) -> Trajectory:
+    # diffrax's own checks of the arguments, which `valid_arguments` makes
+    # (a failure is a result code), without host callbacks: see `_errors.py`.
+    with checks_as_nan():
+        return _simulate_traced(*args)
+
+
+def _simulate_traced(
     system,
     stabilization,
     saddle_solver,

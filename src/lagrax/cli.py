@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 import diffrax as dfx
-import equinox._errors as eqx_errors
 import jax
 import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
 from . import _config, _output, systems
+from ._errors import checks_as_nan
 from ._saddle import AugmentedLagrangian, DenseLU, LeastSquares, SchurCholesky
 from ._simulate import simulate
 from ._singular import SingularLimit
@@ -231,8 +231,8 @@ def _runtime(cache: bool):
 
     The CLI reads each solve's result code instead of raising inside compiled
     code, and XLA's cache refuses programs that hold host callbacks, which
-    equinox's raising checks are. Equinox reads EQX_ON_ERROR when imported (lagrax
-    already was), so its setting is switched here and restored after.
+    equinox's raising checks are: they return NaN instead while the CLI runs
+    (`checks_as_nan`).
     """
 
     jax.config.update("jax_enable_x64", True)
@@ -243,15 +243,8 @@ def _runtime(cache: bool):
         # that a second run provably compiles nothing, whatever the load).
         least = float(os.environ.get("LAGRAX_CACHE_MIN_COMPILE_S", 0.2))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", least)
-    switch = "EQX_ON_ERROR" not in os.environ and hasattr(eqx_errors, "EQX_ON_ERROR")
-    before = getattr(eqx_errors, "EQX_ON_ERROR", None)
-    if switch:
-        eqx_errors.EQX_ON_ERROR = "nan"
-    try:
+    with checks_as_nan():
         yield
-    finally:
-        if switch:
-            eqx_errors.EQX_ON_ERROR = before
 
 
 def _strategies(run: _config.Run):
