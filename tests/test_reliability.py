@@ -1,6 +1,7 @@
 """Bad input is named, bad states are caught, and a failure says which."""
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -146,7 +147,7 @@ def test_raising_programs_are_kept_by_the_persistent_cache(tmp_path):
         lx.simulate(system, Q0, QD0, P, t1=0.5, solver=lx.RK4(), dt0=0.05)
         lx.accelerations(system, 0.0, Q0, QD0, P)
         lx.consistent_state(system, ROUGH, ZERO, P)
-        with pytest.raises(Exception, match="raise max_steps"):
+        with pytest.raises(eqx.EquinoxRuntimeError, match="raise max_steps"):
             lx.simulate(system, Q0, QD0, P, t1=0.5, max_steps=3)
     finally:
         for name, value in zip(options, before, strict=True):
@@ -156,6 +157,34 @@ def test_raising_programs_are_kept_by_the_persistent_cache(tmp_path):
     assert kept.count("jit__simulate") == 3, kept
     assert "jit__accelerations" in kept, kept
     assert "jit__consistent_state" in kept, kept
+
+
+def test_a_failure_raises_under_jit_and_vmap_too():
+    """Under the caller's own trace the check is compiled in: it raises with the
+    message, and under vmap names the failed members."""
+    with pytest.raises(Exception, match="raise max_steps"):
+        jax.jit(lambda q: run(q, QD0, max_steps=3).q)(Q0)
+    g = jnp.array([P["g"], jnp.nan])
+    with pytest.raises(Exception, match=r"(?s)1 of 2 members.*nonfinite_inputs at "
+                       r"members \[1\]"):  # fmt: skip
+        jax.vmap(lambda g_: run(Q0, QD0, params={**P, "g": g_}).q)(g)
+
+
+def test_checks_traced_outside_simulate_still_raise():
+    """simulate traces equinox's checks as NaN in a compiled function of its
+    own: diffrax's check of dt0, traced by the user's own solve after simulate
+    traced it, still raises."""
+    lx.simulate(MODEL.system, Q0, QD0, P, t1=0.5, solver=lx.RK4(), dt0=0.05)
+
+    @jax.jit
+    def solve(t0, t1, dt0):  # traced as simulate traces them: the same message
+        term = dfx.ODETerm(lambda t, y, args: -y)
+        return dfx.diffeqsolve(term, dfx.Euler(), t0, t1, dt0, jnp.ones(2)).ys
+
+    with pytest.raises(Exception, match=r"dt0 >= 0"):
+        solve(*jnp.array([0.0, 0.5, -0.05]))
+    with pytest.raises(Exception, match="negative"):
+        jax.jit(lambda x: eqx.error_if(x, x < 0, "negative"))(jnp.asarray(-1.0))
 
 
 def test_consistent_state_failure_gives_the_residual():

@@ -16,6 +16,7 @@ something failed.
 import contextlib
 import contextvars
 import os
+import threading
 
 import equinox as eqx
 import equinox._errors as eqx_errors
@@ -123,27 +124,73 @@ def _raise(codes):
     raise error(message)
 
 
+_NAN_CHECKS = contextvars.ContextVar("lagrax_nan_checks", default=False)
+
+
 @contextlib.contextmanager
 def checks_as_nan():
-    """Within, at trace time: equinox's runtime checks (`eqx.error_if`, in
-    diffrax, lineax and optimistix) return NaN where they fail instead of
-    raising through a host callback, which XLA's persistent cache refuses.
+    """Within, at trace time and in this thread: equinox's runtime checks
+    (`eqx.error_if`, in diffrax, lineax and optimistix, and in the user's own
+    functions) that would raise by default return NaN where they fail instead,
+    without the host callback that XLA's persistent cache refuses.
 
-    For programs that report every failure by their own result codes: inside
-    `simulate`, diffrax's checks of t0, t1, ts and dt0 are those of
-    `valid_arguments`, whose invalid values are replaced before they reach
-    diffrax. Equinox reads its EQX_ON_ERROR when a check is traced; a value the
-    user set in the environment (`breakpoint`, to debug) is left alone.
+    For programs that report their failures by result codes: inside `simulate`,
+    diffrax's checks of t0, t1, ts and dt0 are those of `valid_arguments`, whose
+    invalid values never reach diffrax, and a NaN anywhere else becomes a named
+    result code (`nonfinite_terms`, `nonfinite_step`). An EQX_ON_ERROR set in the
+    environment (`raise`, or `breakpoint` to debug) is left in force.
+
+    Equinox resolves a check's default behaviour while tracing it, in a compiled
+    function whose cache does not know that setting; so rather than switch the
+    setting, the checks traced here go to a compiled function of their own
+    (never shared with checks traced elsewhere, in any thread).
     """
-    switch = "EQX_ON_ERROR" not in os.environ and hasattr(eqx_errors, "EQX_ON_ERROR")
-    before = getattr(eqx_errors, "EQX_ON_ERROR", None)
-    if switch:
-        eqx_errors.EQX_ON_ERROR = "nan"
+    if "EQX_ON_ERROR" in os.environ or not _divert_checks():
+        yield
+        return
+    token = _NAN_CHECKS.set(True)
     try:
         yield
     finally:
-        if switch:
-            eqx_errors.EQX_ON_ERROR = before
+        _NAN_CHECKS.reset(token)
+
+
+_DIVERTED = []
+_DIVERT_LOCK = threading.Lock()
+
+
+def _divert_checks() -> bool:
+    """Route equinox's compiled check through `_check` (once per process): the
+    original function, untouched, outside `checks_as_nan`. False where this
+    equinox has no such function (then nothing changes; programs keep their
+    callbacks)."""
+    with _DIVERT_LOCK:
+        return _divert_checks_once()
+
+
+def _divert_checks_once() -> bool:
+    if _DIVERTED:
+        return _DIVERTED[0]
+    original = getattr(eqx_errors, "branched_error_if_impl_jit", None)
+    impl = getattr(eqx_errors, "branched_error_if_impl", None)
+    if original is None or impl is None:
+        _DIVERTED.append(False)
+        return False
+
+    def as_nan(x, pred, index, msgs, *, on_error):
+        on_error = "nan" if on_error == "default" else on_error
+        return impl(x, pred, index, msgs, on_error=on_error)
+
+    as_nan_jit = eqx.filter_jit(as_nan)
+
+    def _check(x, pred, index, msgs, *, on_error):
+        if _NAN_CHECKS.get():
+            return as_nan_jit(x, pred, index, msgs, on_error=on_error)
+        return original(x, pred, index, msgs, on_error=on_error)
+
+    eqx_errors.branched_error_if_impl_jit = _check
+    _DIVERTED.append(True)
+    return True
 
 
 def any_failed(result: RESULTS) -> jax.Array:

@@ -140,8 +140,14 @@ def simulate(
     inf `t0`, `t1`, `ts` or `dt0`, `rtol` or `atol` <= 0, `max_steps` < 1, `ts`
     not running from t0 to t1 (values traced under jit are reported at runtime
     instead, as `RESULTS.invalid_arguments`). Under `throw=True`, a runtime error
-    with the message of the failure (under `jax.vmap`, the failed members by
-    index); with `throw=False`, never: the failure is `result`.
+    (`equinox.EquinoxRuntimeError`) with the message of the failure (under
+    `jax.vmap`, the failed members by index): raised after the compiled program
+    when called from Python, which keeps the program free of host callbacks for
+    JAX's persistent compilation cache; compiled in under the caller's own jit,
+    vmap or grad. With `throw=False`, never: the failure is `result`. Inside the
+    solve, equinox's checks (`eqx.error_if`, also in the user's own functions)
+    return NaN rather than raise, and the NaN is named by `result`; with
+    `EQX_ON_ERROR=raise` in the environment they raise as written.
 
     A failure inside the integration (NaN terms, a mass matrix that is not
     positive definite, constraints that lose rank) ends the solve at once, and

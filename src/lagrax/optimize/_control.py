@@ -729,8 +729,9 @@ class _Transcription(eqx.Module):
                 saddle_solver=self.saddle_solver, rtol=1e-6, atol=1e-6,
                 max_steps=_RESIMULATION_MAX_STEPS, throw=False,
             )  # fmt: skip
-            # (The same program as the re-simulation of the optimum: tolerances
-            # are traced, max_steps is not.)
+            # (The same program as the re-simulation of the optimum where no ts
+            # is asked for: tolerances are traced, max_steps is not. A guess
+            # that fails stops well before it: a collapsing step ends it.)
             q, qd = traj.q, traj.qd
             ok = jnp.isfinite(q) & jnp.isfinite(qd)
             q = jnp.where(ok, q, self.q0)
