@@ -6,7 +6,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._custom_types import Params, RealScalarLike
-from ._errors import check_outside
+from ._errors import check_result
 from ._inputs import all_finite, coerce_params, coerce_state
 from ._mechanics import Mechanics, mechanics
 from ._projection import AbstractClosedFormProjection
@@ -138,7 +138,7 @@ def accelerations(
         system, stabilization, saddle_solver, t, q, qd, params
     )
     # Checked outside the compiled program (see `_errors.py`).
-    return check_outside((qdd, lam), result, throw)
+    return check_result((qdd, lam), result, throw)
 
 
 @eqx.filter_jit

@@ -1,11 +1,11 @@
 """Raising a failed result code, naming the failed members of a batch.
 
 Where a compiled program's result comes back to Python, its codes are checked
-there ([`check_outside`][]): the program then holds no host callback, and XLA's
+there ([`check_result`][]): the program then holds no host callback, and XLA's
 persistent compilation cache, which refuses programs with callbacks, can keep it
 (a re-run script compiles nothing again).
 
-Under a caller's own trace (jit, vmap, grad) the check is compiled in: one host
+Under a caller's own trace (jit, vmap) the check is compiled in: one host
 callback that sees the codes of the whole batch (`vmap_method="expand_dims"`,
 where `equinox.error_if` under `jax.vmap` raises the message of one failed member
 and cannot say which), behind a `lax.cond` on "any member failed" that stays a
@@ -29,28 +29,22 @@ from ._results import RESULTS, is_failure, result_names
 
 
 def check_result(x, result: RESULTS, throw: bool):
-    """Raise the message of `result` at runtime if it is a failure and `throw`.
+    """Raise the message of `result` if it is a failure and `throw`; return `x`.
 
-    Returns `x`, threaded through the check so that it runs before `x` is used.
-    Under `jax.vmap` the message lists the indices of the failed members.
+    `result` concrete (the output of a compiled program, back in Python): the
+    check is made here, on the host, and the program holds none. Traced (under
+    the caller's own jit or vmap): the check is compiled into the caller's
+    program, threaded through `x` so that it runs before `x` is used; under
+    `jax.vmap` the message lists the indices of the failed members.
     """
     if not throw:
+        return x
+    if not isinstance(result._value, jax.core.Tracer):
+        raise_if_failed(result._value)
         return x
     dynamic, static = eqx.partition(x, eqx.is_array)
     dynamic = _checked(dynamic, result._value)
     return eqx.combine(dynamic, static)
-
-
-def check_outside(x, result: RESULTS, throw: bool):
-    """[`check_result`][] for the output `x` of a compiled program, carrying its
-    `result`: on the host where the codes are concrete (nothing compiled in),
-    else compiled into the caller's trace."""
-    if not throw:
-        return x
-    if isinstance(result._value, jax.core.Tracer):
-        return check_result(x, result, throw)
-    raise_if_failed(result._value)
-    return x
 
 
 @eqx.filter_custom_jvp

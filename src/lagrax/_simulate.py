@@ -15,7 +15,7 @@ from jaxtyping import ArrayLike, Float, Real
 from ._custom_types import Params, RealScalarLike
 from ._diagnosis import diagnose, initial_checks, probe_states
 from ._dynamics import VectorField
-from ._errors import check_outside, checks_as_nan
+from ._errors import check_result, checks_as_nan
 from ._inputs import (
     check_arguments,
     coerce_params,
@@ -143,8 +143,8 @@ def simulate(
     (`equinox.EquinoxRuntimeError`) with the message of the failure (under
     `jax.vmap`, the failed members by index): raised after the compiled program
     when called from Python, which keeps the program free of host callbacks for
-    JAX's persistent compilation cache; compiled in under the caller's own jit,
-    vmap or grad. With `throw=False`, never: the failure is `result`. Inside the
+    JAX's persistent compilation cache; compiled in under the caller's own jit
+    or vmap. With `throw=False`, never: the failure is `result`. Inside the
     solve, equinox's checks (`eqx.error_if`, also in the user's own functions)
     return NaN rather than raise, and the NaN is named by `result`; with
     `EQX_ON_ERROR=raise` in the environment they raise as written.
@@ -228,7 +228,7 @@ def simulate(
         event,
         initial,
     )
-    return check_outside(traj, traj.result, throw)
+    return check_result(traj, traj.result, throw)
 
 
 def _estimates_errors(solver) -> bool:
