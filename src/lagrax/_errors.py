@@ -15,8 +15,8 @@ something failed.
 
 import contextlib
 import contextvars
+import functools
 import os
-import threading
 
 import equinox as eqx
 import equinox._errors as eqx_errors
@@ -149,26 +149,15 @@ def checks_as_nan():
         _NAN_CHECKS.reset(token)
 
 
-_DIVERTED = []
-_DIVERT_LOCK = threading.Lock()
-
-
+@functools.cache
 def _divert_checks() -> bool:
     """Route equinox's compiled check through `_check` (once per process): the
     original function, untouched, outside `checks_as_nan`. False where this
     equinox has no such function (then nothing changes; programs keep their
-    callbacks)."""
-    with _DIVERT_LOCK:
-        return _divert_checks_once()
-
-
-def _divert_checks_once() -> bool:
-    if _DIVERTED:
-        return _DIVERTED[0]
+    callbacks). Two threads that race here wrap it twice, to the same effect."""
     original = getattr(eqx_errors, "branched_error_if_impl_jit", None)
     impl = getattr(eqx_errors, "branched_error_if_impl", None)
     if original is None or impl is None:
-        _DIVERTED.append(False)
         return False
 
     def as_nan(x, pred, index, msgs, *, on_error):
@@ -183,7 +172,6 @@ def _divert_checks_once() -> bool:
         return original(x, pred, index, msgs, on_error=on_error)
 
     eqx_errors.branched_error_if_impl_jit = _check
-    _DIVERTED.append(True)
     return True
 
 
