@@ -8,7 +8,10 @@ once, as MJX does). Program size grows with the tree's depth and the most
 joints on one body, not with the number of bodies. See docs/tree.md.
 """
 
+import functools
+
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -61,6 +64,15 @@ def place(values, index, size: int) -> Array:
 def matvec(a, v) -> Array:
     """a @ v for small matrices (..., 3, 3), fused like `matmul`."""
     return sum(a[..., :, k] * v[..., k : k + 1] for k in range(3))
+
+
+def cross_motion(a, b) -> Array:
+    """Spatial cross products of motion vectors (omega, v) (..., 6): the rate
+    of a motion vector b carried by a frame that moves with a."""
+    wa, va, wb, vb = a[..., :3], a[..., 3:], b[..., :3], b[..., 3:]
+    return jnp.concatenate(
+        [jnp.cross(wa, wb), jnp.cross(wa, vb) + jnp.cross(va, wb)], axis=-1
+    )
 
 
 def _axis_rotation(axis, angle):
@@ -225,6 +237,14 @@ class KinematicTree(eqx.Module):
         own_rot = joint_rot[self._table_index()[body_of, slot_of]]
         return body_rot, body_pos, before_rot, before_pos, own_rot
 
+    def motions(self, q):
+        """Every dof's spatial motion S (nv, 6) in world terms (Plucker
+        coordinates about the world origin: (u, r x u) for a turn about u
+        through r, (0, u) for a slide along u) and every body's world pose
+        (rotation (nb, 3, 3), origin (nb, 3)), with their derivatives in q
+        from the motions themselves (no autodiff through the kinematics)."""
+        return _motions(self, q)
+
     def dofs(self):
         """Static per-dof tables (numpy): the joint of each dof, whether it
         turns (else slides), where its direction comes from (0: the joint's
@@ -320,3 +340,60 @@ class KinematicTree(eqx.Module):
         )
         gain = -4 * jnp.sum(e * ed, -1)[:, None] / norm2**2
         return g, rate_bias + place(gain * h_ed, rows, self.nv)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _motions(tree: KinematicTree, q):
+    dtype = q.dtype
+    joint, turns, source, column, point, _, _ = tree.dofs()
+    body_rot, body_pos, before_rot, before_pos, own_rot = tree.joint_frames(q)
+    nj = len(tree.kinds)
+    # Every dof's motion in world terms (Plucker coordinates about the world
+    # origin): S = (u, r x u) for a turn about u through r, (0, u) for a slide
+    # along u.
+    axis = _array(tree.axis, dtype, (nj, 3))
+    anchor = _array(tree.anchor, dtype, (nj, 3))
+    after_rot = matmul(before_rot, own_rot)
+    after_pos = before_pos + matvec(before_rot, anchor) - matvec(after_rot, anchor)
+    free = np.asarray([k == FREE for k in tree.kinds])
+    if free.any():  # a free joint's frame origin is its position
+        adr = np.where(free, np.asarray(tree.qposadr, int), 0)
+        after_pos = jnp.where(free[:, None], q[adr[:, None] + np.arange(3)], after_pos)
+    world_axis = matvec(before_rot, axis)[joint]
+    world_anchor = (before_pos + matvec(before_rot, anchor))[joint]
+    frame_column = after_rot[joint, :, column]
+    unit = jnp.eye(3, dtype=dtype)[column]
+    u = jnp.where(
+        (source == 0)[:, None],
+        world_axis,
+        jnp.where((source == 1)[:, None], frame_column, unit),
+    )
+    r = jnp.where((point == 0)[:, None], world_anchor, after_pos[joint])
+    spin = jnp.where(turns[:, None], u, 0.0)
+    motion = jnp.concatenate([spin, jnp.where(turns[:, None], jnp.cross(r, u), u)], 1)
+    return motion, body_rot, body_pos
+
+
+@_motions.defjvp
+def _motions_jvp(tree: KinematicTree, primals, tangents):
+    """A displacement dtheta = G(q) dq of the dofs moves everything that dof j
+    carries by the spatial motion S_j dtheta_j: the bodies below it (path) and
+    the directions of the dofs whose frame it moves (carrier). So dS_k = (sum_j
+    C_kj S_j dtheta_j) x S_k, dR_b = [w_b]x R_b and dp_b = w_b x p_b + v_b with
+    (w_b, v_b) = sum_j P_bj S_j dtheta_j: a few products, linear in dq, which
+    reverse mode transposes as they are (instead of transposing the forward
+    kinematics' gathers and level-by-level products; Carpentier and Mansard,
+    "Analytical derivatives of rigid body dynamics algorithms", RSS 2018, use
+    the same motion-subspace derivatives)."""
+    (q,), (dq,) = primals, tangents
+    motion, rot, pos = _motions(tree, q)
+    _, _, _, _, _, path, carrier = tree.dofs()
+    dtype = q.dtype
+    velocity_map, _ = tree.velocity_map(q, jnp.zeros_like(q))
+    twist = motion * (velocity_map @ dq)[:, None]  # (nv, 6)
+    moved = jnp.asarray(path, dtype) @ twist  # (nb, 6)
+    carried = jnp.asarray(carrier, dtype) @ twist  # (nv, 6)
+    w, v = moved[:, :3], moved[:, 3:]
+    d_rot = jnp.cross(w[:, :, None], rot, axisa=1, axisb=1, axisc=1)
+    d_pos = jnp.cross(w, pos) + v
+    return (motion, rot, pos), (cross_motion(carried, motion), d_rot, d_pos)

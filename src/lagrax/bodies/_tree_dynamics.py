@@ -38,19 +38,18 @@ from jaxtyping import Array
 from .._custom_types import Params
 from .._mechanics import AbstractLagrangian
 from ._body import Value, resolve
-from ._kinematic_tree import KinematicTree, matmul, matvec, one_hot, place
+from ._kinematic_tree import (
+    KinematicTree,
+    cross_motion,
+    matmul,
+    matvec,
+    one_hot,
+    place,
+)
 
 
 def _array_of(x, dtype, rows) -> Array:
     return jnp.asarray(np.reshape(np.asarray(x, float), (rows, 3)), dtype)
-
-
-def _cross_motion(a, b) -> Array:
-    """Spatial cross products of motion vectors (omega, v) (..., 6)."""
-    wa, va, wb, vb = a[..., :3], a[..., 3:], b[..., :3], b[..., 3:]
-    return jnp.concatenate(
-        [jnp.cross(wa, wb), jnp.cross(wa, vb) + jnp.cross(va, wb)], axis=-1
-    )
 
 
 def _vee(w) -> Array:
@@ -169,37 +168,9 @@ class TreeLagrangian(AbstractLagrangian):
         acceleration at qdd = 0, from one pass of forward kinematics."""
         tree = self.tree
         dtype = q.dtype
-        joint, turns, source, column, point, path, carrier = tree.dofs()
-        body_rot, body_pos, before_rot, before_pos, own_rot = tree.joint_frames(q)
-        nj = len(tree.kinds)
-
-        # Every dof's motion in world terms (Plucker coordinates about the
-        # world origin): S = (u, r x u) for a turn about u through r, (0, u)
-        # for a slide along u.
-        axis = _array_of(tree.axis, dtype, nj)
-        anchor = _array_of(tree.anchor, dtype, nj)
-        after_rot = matmul(before_rot, own_rot)
-        after_pos = before_pos + matvec(before_rot, anchor) - matvec(after_rot, anchor)
-        free = np.asarray([k == "free" for k in tree.kinds])
-        if free.any():  # a free joint's frame origin is its position
-            adr = np.where(free, np.asarray(tree.qposadr, int), 0)
-            after_pos = jnp.where(
-                free[:, None], q[adr[:, None] + np.arange(3)], after_pos
-            )
-        world_axis = matvec(before_rot, axis)[joint]
-        world_anchor = (before_pos + matvec(before_rot, anchor))[joint]
-        frame_column = after_rot[joint, :, column]
-        unit = jnp.eye(3, dtype=dtype)[column]
-        u = jnp.where(
-            (source == 0)[:, None],
-            world_axis,
-            jnp.where((source == 1)[:, None], frame_column, unit),
-        )
-        r = jnp.where((point == 0)[:, None], world_anchor, after_pos[joint])
-        spin = jnp.where(turns[:, None], u, 0.0)
-        motion = jnp.concatenate(
-            [spin, jnp.where(turns[:, None], jnp.cross(r, u), u)], 1
-        )
+        _, _, _, _, _, path, carrier = tree.dofs()
+        motion, body_rot, body_pos = tree.motions(q)
+        spin = motion[:, :3]
 
         if self._identity_map():
             qvel, rate_bias, velocity_map = qd, None, None
@@ -212,7 +183,7 @@ class TreeLagrangian(AbstractLagrangian):
         path_ = jnp.asarray(path, dtype)
         velocity = path_ @ moving  # (nb, 6): (omega, v of the point at 0)
         carried = jnp.asarray(carrier, dtype) @ moving
-        bias = path_ @ _cross_motion(carried, moving)  # (nb, 6)
+        bias = path_ @ cross_motion(carried, moving)  # (nb, 6)
 
         com = jnp.asarray(np.reshape(self.com, (-1, 3)), dtype)
         centre = body_pos + matvec(body_rot, com)
