@@ -76,6 +76,8 @@ REFERENCE = 8  # the reference: dt/2^REFERENCE, Richardson with dt/2^(REFERENCE-
 TARGETS = (1e-6, 1e-9)
 LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
 SHOWN = 8  # final states of a batch compared with MuJoCo C's
+# MJX's parameters its gradient is taken in (lagrax: all of the model's).
+GRADIENT_FIELDS = ("body_mass", "body_inertia", "dof_damping", "dof_armature")
 
 
 # -- The models and their states ---------------------------------------------
@@ -262,6 +264,23 @@ def mjx_engine(name, args):
             trajectory(args.steps), inputs, args.steps, 1, args.repeats, options
         ),
     )
+
+    # The cost of a gradient, as for lagrax below: value_and_grad of the same
+    # loss with respect to the model's inertial and joint parameters, reverse
+    # mode through the scan (JAX stores every step's residuals).
+    import jax.numpy as jnp
+
+    theta = {f: getattr(mx, f) for f in GRADIENT_FIELDS}
+
+    def loss(theta, mx, d0, qpos, qvel):
+        qpos = trajectory(args.steps)(mx.replace(**theta), d0, qpos, qvel)
+        return jnp.sum(qpos**2)
+
+    timings = {}
+    for key, fn in (("forward", loss), ("grad", jax.value_and_grad(loss))):
+        jitted, _, _ = lower_compile(fn, (theta, *inputs), options)
+        _, timings[key], _ = timed(lambda j=jitted: j(theta, *inputs), args.repeats)
+    yield "grad", timings
 
     for batch in args.batches:
         qpos, qvel = (x.astype(dtype) for x in initial_states(m, batch, SEED_BATCH))
@@ -488,11 +507,18 @@ def rows_for(name, m, args, c, mjx, lx):
         for e in (mjx, lx)
         if e.get("single", "qpos") is not None
     }
-    grad, forward = lx.get("grad", "grad"), lx.get("grad", "forward")
-    row("value_and_grad of a loss of that trajectory (all parameters) / forward",
-        "", "", lx.cell("grad", "grad", lambda g: f"{1e3 * g:.1f} ms / "
-                        f"{1e3 * forward:.1f} ms"),
-        "", f"{grad / forward:.2f}x" if grad and forward else "")  # fmt: skip
+    grad = {e: e.get("grad", "grad") for e in (mjx, lx)}
+    forward = {e: e.get("grad", "forward") for e in (mjx, lx)}
+
+    def gradient(e):
+        if not (grad[e] and forward[e]):
+            return e.cell("grad", "grad", str)
+        return (f"{1e3 * grad[e]:.1f} ms / {1e3 * forward[e]:.1f} ms = "
+                f"{grad[e] / forward[e]:.2f}x{e.mark}")  # fmt: skip
+
+    row("value_and_grad of a loss of that trajectory / forward (lagrax: all "
+        "parameters; MJX: masses, inertias, damping, armature)", "",
+        gradient(mjx), gradient(lx), ratio(grad[lx], grad[mjx]))  # fmt: skip
     row(f"max abs qpos - MuJoCo C's after {args.steps} steps", "0 (reference)",
         f"{err[mjx]:.1e}{mjx.mark}" if mjx in err else mjx.cell("single", "qpos", str),
         f"{err[lx]:.1e}" if lx in err else lx.cell("single", "qpos", str))  # fmt: skip
