@@ -48,10 +48,6 @@ from ._kinematic_tree import (
 )
 
 
-def _array_of(x, dtype, rows) -> Array:
-    return jnp.asarray(np.reshape(np.asarray(x, float), (rows, 3)), dtype)
-
-
 def _vee(w) -> Array:
     """The axial vector of the antisymmetric part of w (..., 3, 3)."""
     return 0.5 * jnp.stack(
