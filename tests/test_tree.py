@@ -95,7 +95,8 @@ def test_derivatives_of_the_kinematics_and_terms():
     M and f's derivatives in (q, qd, params) along a random direction against
     central differences, in forward mode and, by the dot-product test, in
     reverse mode: arm.xml's slides, tilted hinges, ball, free body and
-    armature."""
+    armature (and the motions on the hopper, whose torso carries two slides
+    and a hinge)."""
     from lagrax.bodies._kinematic_tree import _motions
 
     path = MODELS / "arm.xml"
@@ -105,9 +106,12 @@ def test_derivatives_of_the_kinematics_and_terms():
     tree = lagrangian.tree
     rng = np.random.default_rng(5)
     q = jnp.asarray(m.qpos0 + 0.3 * rng.normal(size=m.nq))  # |e| != 1
-    reference = jax.jacfwd(lambda q: _motions.fun(tree, q))(q)
-    for got, want in zip(jax.jacfwd(tree.motions)(q), reference, strict=True):
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-13)
+    hopper = lb.from_mjcf(str(GYM / "hopper.xml")).system.lagrangian.tree
+    q_hopper = jnp.asarray(rng.normal(size=hopper.nq))  # slides and a hinge on one body
+    for tree_, q_ in ((tree, q), (hopper, q_hopper)):
+        reference = jax.jacfwd(lambda q_, t=tree_: _motions.fun(t, q_))(q_)
+        for got, want in zip(jax.jacfwd(tree_.motions)(q_), reference, strict=True):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-13)
 
     q, qd = model.from_joint_space(*_random_state(m, rng))
     x = (q, qd, model.params)

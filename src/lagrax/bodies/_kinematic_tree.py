@@ -344,6 +344,7 @@ class KinematicTree(eqx.Module):
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
 def _motions(tree: KinematicTree, q):
+    """`KinematicTree.motions` (its derivatives: `_motions_jvp`)."""
     dtype = q.dtype
     joint, turns, source, column, point, _, _ = tree.dofs()
     body_rot, body_pos, before_rot, before_pos, own_rot = tree.joint_frames(q)
